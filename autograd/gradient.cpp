@@ -1,0 +1,251 @@
+// Alg. 2 (Chen et al. 2016): mirrored copies, backward construction, and the schedule.
+#include "autograd/gradient.h"
+
+#include <algorithm>
+#include <map>
+
+namespace mnemo {
+namespace {
+
+Attrs zero_attrs(const TensorType& t) {
+  return {{"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+          {"dtype", std::string(dtype_name(t.dtype))}, {"value", 0.0}};
+}
+
+class Builder {
+ public:
+  Builder(const Graph& fwd, const MirrorPlan& m) : fwd_(fwd), m_(m) {
+    MNEMO_CHECK(m.empty() || m.size() == fwd.size())
+        << "mirror plan has " << m.size() << " counts, the forward graph " << fwd.size() << " nodes";
+    // Scratch graph: the forward nodes first (same ids), then everything autograd adds.
+    for (const Node& n : fwd.nodes()) g_.push(n);
+    g_.state_updates = fwd.state_updates;
+    scheduled_.assign(fwd.size(), true);
+    mirror_of_.resize(fwd.size());
+    for (size_t v = 0; v < fwd.size(); ++v) mirror_of_[v] = static_cast<int>(v);
+  }
+
+  TrainingGraph build(const std::vector<Seed>& seeds, const std::vector<int>& wrt, EntryRef loss);
+
+ private:
+  int mirror_count(int v) const {
+    const Node& n = fwd_.node(v);
+    if (m_.empty() || n.is(OpKind::input) || n.is(OpKind::param)) return 0;
+    MNEMO_CHECK(m_[v] >= 0) << "mirror count of node '" << n.name << "' is negative";
+    return m_[v];
+  }
+  void make_mirrors();
+  void schedule(int root);
+  int add_node(int id, NodeRole role, int source, const std::string& name);
+  void accumulate(EntryRef target, EntryRef contribution, int source);
+
+  const Graph& fwd_;
+  const MirrorPlan& m_;
+  Graph g_;
+  std::vector<bool> scheduled_;           // per scratch node
+  std::vector<int> order_;                // schedule of non-forward nodes
+  std::vector<int> mirror_of_;            // a[v]: the node backward reads for forward node v
+  std::map<EntryRef, EntryRef> grad_;     // forward entry -> running gradient sum
+};
+
+int Builder::add_node(int id, NodeRole role, int source, const std::string& name) {
+  Node& n = g_.node(id);
+  n.role = role;
+  n.source = source;
+  std::string unique = name;
+  for (int i = 1; g_.find(unique) >= 0 && g_.find(unique) != id; ++i) unique = name + "_" + std::to_string(i);
+  g_.rename(id, unique);
+  scheduled_.push_back(false);
+  return id;
+}
+
+// Alg. 2, first loop: for k = 1..max m, clone every node with k <= m(v), reading a[pred].
+void Builder::make_mirrors() {
+  int max_m = 0;
+  for (size_t v = 0; v < fwd_.size(); ++v) max_m = std::max(max_m, mirror_count(static_cast<int>(v)));
+  for (int k = 1; k <= max_m; ++k) {
+    for (size_t v = 0; v < fwd_.size(); ++v) {
+      if (k > mirror_count(static_cast<int>(v))) continue;
+      Node clone = fwd_.node(static_cast<int>(v));
+      for (EntryRef& e : clone.inputs) e.node = mirror_of_[e.node];
+      const std::string name = clone.name + "/mirror" + (k > 1 ? std::to_string(k) : "");
+      clone.name.clear();
+      const int id = g_.push(std::move(clone));
+      add_node(id, NodeRole::recompute, static_cast<int>(v), name);
+      mirror_of_[v] = id;
+    }
+  }
+}
+
+// Appends `root` and its unscheduled ancestors to the schedule, ancestors first (iterative DFS).
+void Builder::schedule(int root) {
+  if (scheduled_[root]) return;
+  std::vector<std::pair<int, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [id, next] = stack.back();
+    const Node& n = g_.node(id);
+    if (next < n.inputs.size()) {
+      const int u = n.inputs[next++].node;
+      if (!scheduled_[u]) {
+        scheduled_[u] = true;  // mark on entry: the graph is acyclic, so no node is reached twice
+        stack.push_back({u, 0});
+      }
+      continue;
+    }
+    scheduled_[id] = true;
+    order_.push_back(id);
+    stack.pop_back();
+  }
+}
+
+void Builder::accumulate(EntryRef target, EntryRef c, int source) {
+  schedule(c.node);
+  auto it = grad_.find(target);
+  if (it == grad_.end()) {
+    grad_[target] = c;
+    return;
+  }
+  // sum = previous + c; the add may run in place on the previous partial sum.
+  const int id = g_.add("add", {it->second, c});
+  add_node(id, NodeRole::backward, source, fwd_.node(source).name + "/grad_sum");
+  schedule(id);
+  it->second = {id, 0};
+}
+
+TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<int>& wrt, EntryRef loss) {
+  // needs_grad[v]: v is requested, or reads an entry that needs a gradient.
+  std::vector<bool> needs(fwd_.size(), false);
+  for (int w : wrt) {
+    MNEMO_CHECK(w >= 0 && w < static_cast<int>(fwd_.size())) << "gradient requested for missing node " << w;
+    needs[w] = true;
+  }
+  for (size_t v = 0; v < fwd_.size(); ++v)
+    for (const EntryRef& e : fwd_.node(static_cast<int>(v)).inputs)
+      if (needs[e.node] && is_float(fwd_.type(e).dtype)) needs[v] = true;
+
+  make_mirrors();
+  for (const Seed& s : seeds) {
+    MNEMO_CHECK(fwd_.type(s.entry) == fwd_.type(s.gradient))
+        << "seed for '" << fwd_.node(s.entry.node).name << "' has type " << fwd_.type(s.gradient).str()
+        << ", expected " << fwd_.type(s.entry).str();
+    MNEMO_CHECK(!grad_.count(s.entry)) << "two seeds for one entry";
+    grad_[s.entry] = s.gradient;
+  }
+
+  // Alg. 2, second loop: reverse topological order.
+  for (int v = static_cast<int>(fwd_.size()) - 1; v >= 0; --v) {
+    const Node& n = fwd_.node(v);
+    if (!needs[v] || n.is(OpKind::input) || n.is(OpKind::param)) continue;
+    GradContext ctx{n, {}, {}, {}};
+    bool any = false;
+    for (size_t j = 0; j < n.outputs.size(); ++j) {
+      auto it = grad_.find({v, static_cast<int>(j)});
+      const bool saved = std::count(n.op->saved_outputs.begin(), n.op->saved_outputs.end(), static_cast<int>(j));
+      if (it != grad_.end() && !saved) {
+        ctx.dout.emplace_back(it->second);
+        any = true;
+      } else {
+        ctx.dout.emplace_back(std::nullopt);
+      }
+    }
+    if (!any) continue;
+    MNEMO_CHECK(n.op->grad) << "node '" << n.name << "' (" << n.op->name
+                            << ") is on the gradient path but its op is not differentiable";
+    const int a = mirror_of_[v];
+    for (const EntryRef& e : n.inputs) ctx.inputs.push_back({mirror_of_[e.node], e.index});
+    for (size_t j = 0; j < n.outputs.size(); ++j) ctx.outputs.push_back({a, static_cast<int>(j)});
+
+    const size_t first_new = g_.size();
+    std::vector<std::optional<EntryRef>> dx;
+    try {
+      dx = n.op->grad(g_, ctx);
+    } catch (const Error& e) {
+      throw Error("building the backward of node '" + n.name + "' (" + n.op->name + "): " + e.what());
+    }
+    MNEMO_CHECK(dx.size() == n.inputs.size()) << "grad of op " << n.op->name << " returned " << dx.size()
+                                              << " gradients for " << n.inputs.size() << " inputs";
+    for (size_t id = first_new; id < g_.size(); ++id)
+      add_node(static_cast<int>(id), NodeRole::backward, v,
+               n.name + "/grad/" + g_.node(static_cast<int>(id)).op->name);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const EntryRef in = n.inputs[i];
+      if (!dx[i] || !needs[in.node] || !is_float(fwd_.type(in).dtype)) continue;
+      MNEMO_CHECK(g_.type(*dx[i]) == fwd_.type(in))
+          << "grad of op " << n.op->name << " gives input " << i << " a gradient of type "
+          << g_.type(*dx[i]).str() << ", expected " << fwd_.type(in).str();
+      accumulate(in, *dx[i], v);
+    }
+  }
+
+  // Requested gradients (zeros where none arrives), then the final renumbering.
+  std::vector<EntryRef> wanted;
+  for (int w : wrt) {
+    auto it = grad_.find({w, 0});
+    if (it == grad_.end()) {
+      const int id = g_.add("constant", {}, zero_attrs(fwd_.type({w, 0})));
+      add_node(id, NodeRole::backward, w, fwd_.node(w).name + "/grad/zeros");
+      schedule(id);
+      wanted.push_back({id, 0});
+    } else {
+      schedule(it->second.node);
+      wanted.push_back(it->second);
+    }
+  }
+
+  std::vector<int> new_id(g_.size(), -1);
+  TrainingGraph tg;
+  for (size_t v = 0; v < fwd_.size(); ++v) new_id[v] = static_cast<int>(v);
+  int next = static_cast<int>(fwd_.size());
+  for (int id : order_)
+    if (id >= static_cast<int>(fwd_.size())) new_id[id] = next++;
+  for (size_t v = 0; v < fwd_.size(); ++v) tg.graph.push(g_.node(static_cast<int>(v)));
+  for (int id : order_) {
+    if (id < static_cast<int>(fwd_.size())) continue;
+    Node n = g_.node(id);
+    for (EntryRef& e : n.inputs) e.node = new_id[e.node];
+    tg.graph.push(std::move(n));
+  }
+  auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
+  tg.num_forward = static_cast<int>(fwd_.size());
+  tg.graph.outputs = fwd_.outputs;
+  tg.graph.state_updates = fwd_.state_updates;
+  if (loss.valid()) {
+    tg.loss = loss;
+    if (std::find(tg.graph.outputs.begin(), tg.graph.outputs.end(), loss) == tg.graph.outputs.end())
+      tg.graph.outputs.push_back(loss);
+  }
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    tg.grads.push_back({wrt[i], remap(wanted[i])});
+    tg.graph.outputs.push_back(remap(wanted[i]));
+  }
+  return tg;
+}
+
+}  // namespace
+
+TrainingGraph build_gradient_graph(const Graph& forward, const std::vector<Seed>& seeds,
+                                   const std::vector<int>& wrt, const MirrorPlan& mirror) {
+  return Builder(forward, mirror).build(seeds, wrt, EntryRef{});
+}
+
+TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror) {
+  const TensorType& lt = forward.type(loss);
+  MNEMO_CHECK(lt.numel() == 1 && is_float(lt.dtype)) << "the loss must be a float scalar, got " << lt.str();
+  // The seed dL/dL = 1 is a forward constant node appended to a copy of the forward graph.
+  Graph fwd = forward;
+  const EntryRef one = fwd.add1("constant", {}, {{"shape", std::vector<int64_t>(lt.shape.begin(), lt.shape.end())},
+                                                 {"dtype", std::string(dtype_name(lt.dtype))}, {"value", 1.0}},
+                                "loss/grad_seed");
+  MirrorPlan m = mirror;
+  if (!m.empty()) m.push_back(0);
+  std::vector<int> wrt;
+  for (size_t v = 0; v < fwd.size(); ++v)
+    if (fwd.trainable(static_cast<int>(v))) wrt.push_back(static_cast<int>(v));
+  TrainingGraph tg = Builder(fwd, m).build({{loss, one}}, wrt, EntryRef{});
+  tg.loss = loss;
+  auto& outs = tg.graph.outputs;
+  if (std::find(outs.begin(), outs.end(), loss) == outs.end()) outs.insert(outs.begin(), loss);
+  return tg;
+}
+
+}  // namespace mnemo

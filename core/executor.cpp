@@ -1,0 +1,94 @@
+// Executor: a short loop over the schedule; all pointer work happens once, in prepare().
+#include "core/executor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mnemo {
+
+Executor::Executor(const Graph& g, MemoryPlan plan) : g_(g), plan_(std::move(plan)), arena_(nullptr, std::free) {
+  MNEMO_CHECK(plan_.entries.size() == g.size() && plan_.workspace.size() == g.size())
+      << "memory plan covers " << plan_.entries.size() << " nodes, graph has " << g.size();
+  arena_bytes_ = plan_.arena_bytes;
+  if (arena_bytes_ > 0) {
+    void* p = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(align_up(arena_bytes_)));
+    MNEMO_CHECK(p) << "cannot allocate the " << arena_bytes_ << "-byte arena";
+    arena_.reset(static_cast<char*>(p));
+  }
+  out_.resize(g.size());
+  in_.resize(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<int>(i));
+    MNEMO_CHECK(plan_.entries[i].size() == n.outputs.size()) << "memory plan: node '" << n.name << "' outputs";
+    out_[i].resize(n.outputs.size());
+    for (size_t j = 0; j < n.outputs.size(); ++j) {
+      out_[i][j].type = n.outputs[j];
+      if (n.op->kind != OpKind::compute) continue;
+      const Slot& s = plan_.entries[i][j];
+      MNEMO_CHECK(s.offset >= 0 && s.offset + static_cast<int64_t>(n.outputs[j].bytes()) <= arena_bytes_)
+          << "memory plan: entry " << n.name << ":" << j << " is not inside the arena";
+      out_[i][j].data = arena_.get() + s.offset;
+    }
+    if (n.op->kind == OpKind::compute) compute_.push_back(static_cast<int>(i));
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::bind(const std::string& name, TensorView v) {
+  const int id = g_.find(name);
+  MNEMO_CHECK(id >= 0) << "bind: the graph has no node named '" << name << "'";
+  bind(id, v);
+}
+
+void Executor::bind(int id, TensorView v) {
+  const Node& n = g_.node(id);
+  MNEMO_CHECK(n.is(OpKind::input) || n.is(OpKind::param))
+      << "bind: node '" << n.name << "' is a " << n.op->name << " node, not an input or param";
+  MNEMO_CHECK(v.type == n.outputs[0]) << "bind: node '" << n.name << "' expects " << n.outputs[0].str()
+                                      << ", got " << v.type.str();
+  MNEMO_CHECK(v.data || v.bytes() == 0) << "bind: node '" << n.name << "' bound to null";
+  out_[id][0] = v;
+  prepared_ = false;
+}
+
+void Executor::prepare() {
+  for (size_t i = 0; i < g_.size(); ++i) {
+    const Node& n = g_.node(static_cast<int>(i));
+    if ((n.is(OpKind::input) || n.is(OpKind::param)) && !out_[i][0].data && out_[i][0].bytes())
+      MNEMO_FAIL() << "run: " << n.op->name << " node '" << n.name << "' (" << n.outputs[0].str()
+                   << ") is not bound";
+    in_[i].clear();
+    for (const EntryRef& e : n.inputs) in_[i].push_back(out_[e.node][e.index]);
+    if (n.is(OpKind::view)) out_[i][0].data = in_[i][0].data;  // alias, same bytes
+  }
+  prepared_ = true;
+}
+
+void Executor::run() {
+  if (!prepared_) prepare();
+  for (int id : compute_) {
+    const Slot& ws = plan_.workspace[id];
+    KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(),
+                      ws.bytes ? arena_.get() + ws.offset : nullptr, static_cast<size_t>(ws.bytes)};
+    try {
+      g_.node(id).op->cpu(ctx);
+    } catch (const Error& e) {
+      throw Error("running node '" + g_.node(id).name + "' (" + g_.node(id).op->name + "): " + e.what());
+    }
+  }
+  for (const StateUpdate& u : g_.state_updates) {
+    const TensorView& dst = out_[u.param][0];
+    const TensorView& src = out_[u.value.node][u.value.index];
+    MNEMO_CHECK(dst.type == src.type) << "state update of '" << g_.node(u.param).name << "': type mismatch";
+    std::memcpy(dst.data, src.data, dst.bytes());
+  }
+}
+
+TensorView Executor::entry(EntryRef e) const {
+  MNEMO_CHECK(e.node >= 0 && e.node < static_cast<int>(out_.size()) && e.index < static_cast<int>(out_[e.node].size()))
+      << "executor: no entry " << e.node << ":" << e.index;
+  return out_[e.node][e.index];
+}
+
+}  // namespace mnemo

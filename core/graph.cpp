@@ -1,0 +1,150 @@
+// Graph construction (parse + infer on every add), lookups and topological ordering.
+#include "core/graph.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace mnemo {
+
+const char* role_name(NodeRole r) {
+  switch (r) {
+    case NodeRole::forward: return "forward";
+    case NodeRole::recompute: return "recompute";
+    case NodeRole::backward: return "backward";
+  }
+  return "?";
+}
+
+std::string Graph::unique_name(const std::string& base) {
+  if (!by_name_.count(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string n = base + "_" + std::to_string(i);
+    if (!by_name_.count(n)) return n;
+  }
+}
+
+int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs, std::string name) {
+  const OpDef& def = op_registry().get(op);
+  Node n;
+  n.op = &def;
+  n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : name;
+  MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
+  const int id = static_cast<int>(nodes_.size());
+  const int nin = static_cast<int>(inputs.size());
+  MNEMO_CHECK(nin >= def.min_inputs && (def.max_inputs < 0 || nin <= def.max_inputs))
+      << "node '" << n.name << "' (" << op << "): takes " << def.min_inputs
+      << (def.max_inputs < 0 ? "+" : def.max_inputs == def.min_inputs ? "" : ("-" + std::to_string(def.max_inputs)))
+      << " inputs, got " << nin;
+  std::vector<TensorType> in_types;
+  for (int i = 0; i < nin; ++i) {
+    const EntryRef e = inputs[i];
+    MNEMO_CHECK(e.node >= 0 && e.node < id && e.index >= 0 &&
+                e.index < static_cast<int>(nodes_[e.node].outputs.size()))
+        << "node '" << n.name << "' (" << op << "): input " << i << " refers to missing entry (" << e.node
+        << ":" << e.index << ")";
+    in_types.push_back(nodes_[e.node].outputs[e.index]);
+  }
+  try {
+    n.params = def.parse(attrs);
+    n.outputs = def.infer(n.params.get(), in_types);
+  } catch (const Error& err) {
+    std::string types;
+    for (const auto& t : in_types) types += (types.empty() ? "" : ", ") + t.str();
+    throw Error("node '" + n.name + "' (" + op + ", inputs " + types + "): " + err.what());
+  }
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(inputs);
+  by_name_[n.name] = id;
+  nodes_.push_back(std::move(n));
+  return id;
+}
+
+static Attrs variable_attrs(const TensorType& t) {
+  return {{"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+          {"dtype", std::string(dtype_name(t.dtype))}};
+}
+
+EntryRef Graph::input(const std::string& name, TensorType t) {
+  return add1("input", {}, variable_attrs(t), name);
+}
+
+EntryRef Graph::param(const std::string& name, TensorType t, bool trainable) {
+  Attrs a = variable_attrs(t);
+  if (!trainable) a["trainable"] = false;
+  return add1("param", {}, std::move(a), name);
+}
+
+int Graph::push(Node n) {
+  const int id = static_cast<int>(nodes_.size());
+  MNEMO_CHECK(n.op) << "node '" << n.name << "' has no op";
+  for (const EntryRef& e : n.inputs)
+    MNEMO_CHECK(e.node >= 0 && e.node < id) << "node '" << n.name << "' reads a later node " << e.node;
+  if (n.name.empty() || by_name_.count(n.name)) n.name = unique_name(n.name.empty() ? n.op->name : n.name);
+  by_name_[n.name] = id;
+  nodes_.push_back(std::move(n));
+  return id;
+}
+
+const TensorType& Graph::type(EntryRef e) const {
+  MNEMO_CHECK(e.node >= 0 && e.node < static_cast<int>(nodes_.size())) << "no node " << e.node;
+  const Node& n = nodes_[e.node];
+  MNEMO_CHECK(e.index >= 0 && e.index < static_cast<int>(n.outputs.size()))
+      << "node '" << n.name << "' has no output " << e.index;
+  return n.outputs[e.index];
+}
+
+int Graph::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+void Graph::rename(int id, std::string name) {
+  Node& n = nodes_.at(id);
+  if (n.name == name) return;
+  MNEMO_CHECK(!by_name_.count(name)) << "duplicate node name '" << name << "'";
+  by_name_.erase(n.name);
+  n.name = std::move(name);
+  by_name_[n.name] = id;
+}
+
+bool Graph::trainable(int id) const {
+  const Node& n = nodes_.at(id);
+  if (!n.is(OpKind::param)) return false;
+  auto it = n.attrs.find("trainable");
+  return it == n.attrs.end() || std::get<bool>(it->second);
+}
+
+std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,
+                                   const std::vector<std::string>& names) {
+  const size_t n = preds.size();
+  std::vector<int> indeg(n, 0);
+  std::vector<std::vector<int>> succ(n);
+  for (size_t v = 0; v < n; ++v)
+    for (int u : preds[v]) {
+      MNEMO_CHECK(u >= 0 && static_cast<size_t>(u) < n) << "node '" << names.at(v) << "' has a missing input";
+      ++indeg[v];
+      succ[u].push_back(static_cast<int>(v));
+    }
+  // A min-heap of ready ids would keep the listed order among ready nodes; a sorted deque of
+  // ready ids, refilled in id order, does the same for our sizes.
+  std::vector<int> order;
+  std::vector<bool> done(n, false);
+  std::deque<int> ready;
+  for (size_t v = 0; v < n; ++v)
+    if (indeg[v] == 0) ready.push_back(static_cast<int>(v));
+  while (!ready.empty()) {
+    int v = ready.front();
+    ready.pop_front();
+    order.push_back(v);
+    done[v] = true;
+    for (int s : succ[v])
+      if (--indeg[s] == 0) ready.insert(std::upper_bound(ready.begin(), ready.end(), s), s);
+  }
+  if (order.size() != n) {
+    for (size_t v = 0; v < n; ++v)
+      if (!done[v]) MNEMO_FAIL() << "the graph has a cycle through node '" << names.at(v) << "'";
+  }
+  return order;
+}
+
+}  // namespace mnemo

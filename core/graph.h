@@ -1,0 +1,85 @@
+// The graph IR: a flat vector of nodes in topological order (every input refers to an earlier
+// node), integer ids and no owning pointers, so dumps diff cleanly and plans are deterministic.
+// Adding a node parses its attributes and infers its output types, so every graph is typed.
+// The training graph (autograd/) is the same structure; its node order is the execution schedule.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/op_registry.h"
+
+namespace mnemo {
+
+enum class NodeRole : uint8_t { forward, recompute, backward };
+const char* role_name(NodeRole r);
+
+struct Node {
+  std::string name;
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::shared_ptr<const void> params;  // op->parse(attrs)
+  std::vector<EntryRef> inputs;
+  std::vector<TensorType> outputs;
+  NodeRole role = NodeRole::forward;
+  int source = -1;  // recompute/backward nodes: the forward node they come from
+
+  template <class P>
+  const P& p() const { return *static_cast<const P*>(params.get()); }
+  bool is(OpKind k) const { return op->kind == k; }
+};
+
+// After a step, the value of `value` is copied into parameter node `param` (BatchNorm running
+// statistics: ops stay stateless, and a recompute can never update the statistics twice).
+struct StateUpdate {
+  int param;
+  EntryRef value;
+};
+
+class Graph {
+ public:
+  // Adds a node running registered op `op`; returns its id. Throws mnemo::Error naming the node
+  // when the op is unknown, an input is invalid, or inference rejects the input types.
+  int add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs = {}, std::string name = "");
+  EntryRef add1(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs = {}, std::string name = "") {
+    return {add(op, std::move(inputs), std::move(attrs), std::move(name)), 0};
+  }
+  EntryRef input(const std::string& name, TensorType t);
+  EntryRef param(const std::string& name, TensorType t, bool trainable = true);
+  // Appends an already typed node (inputs must refer to earlier nodes); used by graph rewrites.
+  int push(Node n);
+
+  size_t size() const { return nodes_.size(); }
+  const Node& node(int id) const { return nodes_.at(id); }
+  Node& node(int id) { return nodes_.at(id); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const TensorType& type(EntryRef e) const;
+  int find(const std::string& name) const;  // -1 if absent
+  void rename(int id, std::string name);
+  bool trainable(int id) const;  // a param node with trainable=true
+
+  std::vector<EntryRef> outputs;             // kept alive to the end of the step
+  std::vector<StateUpdate> state_updates;
+
+  std::string to_text() const;
+  nlohmann::json to_json() const;
+  std::string to_dot() const;
+
+ private:
+  std::string unique_name(const std::string& base);
+  std::vector<Node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+};
+
+// Kahn's algorithm over `n` items with edges given as predecessor lists; ties keep the given
+// order. Throws naming a node on a cycle. (Config loaders use it to order listed nodes.)
+std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,
+                                   const std::vector<std::string>& names);
+
+}  // namespace mnemo
+
+namespace mnemo {
+template <class P>
+const P& GradContext::p() const { return node.p<P>(); }
+}  // namespace mnemo

@@ -1,0 +1,34 @@
+// Memory-plan data: where each entry of a graph lives in one arena, plus per-node workspace.
+// Planners (memory/) produce it; the executor consumes it. The trivial plan here gives every
+// entry its own region; memory/ replaces it with liveness-based plans.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace mnemo {
+
+constexpr int64_t kArenaAlignment = 256;
+inline int64_t align_up(int64_t n, int64_t a = kArenaAlignment) { return (n + a - 1) / a * a; }
+
+struct Slot {
+  int64_t offset = -1;  // -1: not in the arena (bound from outside, or a view of its input)
+  int64_t bytes = 0;
+};
+
+struct MemoryPlan {
+  std::string mode;
+  std::vector<std::vector<Slot>> entries;  // [node][output]
+  std::vector<Slot> workspace;             // [node]
+  int64_t arena_bytes = 0;
+};
+
+// Workspace bytes the op of node `id` asks for.
+size_t node_workspace_bytes(const Graph& g, int id);
+
+// Every compute entry and every workspace in its own 256-byte aligned region (mode "none").
+MemoryPlan plan_separate(const Graph& g);
+
+}  // namespace mnemo

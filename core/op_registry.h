@@ -1,0 +1,144 @@
+// The op registry API. An op is defined once, in ops/<file>.cpp, as an OpDef: attribute parsing into
+// a typed params struct, shape/dtype inference, a grad function that *builds backward nodes*
+// (never computes; the nodes it reads are the op's minimal backward dependencies), in-place
+// options, workspace size, a cost estimate for the planners, and kernels per backend.
+// core knows no particular op: the table is filled by ops/ (see ops/all_ops.cpp.in).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/tensor.h"
+
+namespace mnemo {
+
+class Graph;
+struct Node;
+
+// Output `index` of node `node`: the unit of data flow ("entry").
+struct EntryRef {
+  int32_t node = -1;
+  int32_t index = 0;
+  bool valid() const { return node >= 0; }
+  auto operator<=>(const EntryRef&) const = default;
+};
+
+struct Cost {
+  double flops = 0;  // floating-point operations of one call
+  double bytes = 0;  // bytes read + written by one call
+};
+
+// What a kernel sees: views of its inputs and outputs (outputs first in the kernel helpers'
+// signatures), its parsed params and its planned workspace. Outputs are uninitialised memory that
+// the kernel must overwrite entirely; where the op declares an in-place option, out.data may equal
+// in.data and the kernel must be correct in that case.
+struct KernelContext {
+  std::span<const TensorView> in;
+  std::span<const TensorView> out;
+  const void* params = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+
+  template <class P>
+  const P& p() const { return *static_cast<const P*>(params); }
+};
+using CpuKernel = void (*)(const KernelContext&);
+
+// What a grad function sees for one forward node. `inputs`/`outputs` are the entries backward
+// must read: the forward ones, or their recomputed (mirrored) copies under a mirror plan.
+// `dout[j]` is the gradient of output j, or nullopt when no gradient reaches it.
+struct GradContext {
+  const Node& node;
+  std::vector<EntryRef> inputs;
+  std::vector<EntryRef> outputs;
+  std::vector<std::optional<EntryRef>> dout;
+
+  template <class P>
+  const P& p() const;
+};
+// Adds backward nodes to `g` and returns the gradient of every input (nullopt: none, e.g. labels).
+using GradFn = std::function<std::vector<std::optional<EntryRef>>(Graph& g, const GradContext& c)>;
+
+using ParseFn = std::function<std::shared_ptr<const void>(const Attrs&)>;
+using InferFn = std::function<std::vector<TensorType>(const void* params, std::span<const TensorType> in)>;
+using CostFn = std::function<Cost(const void* params, std::span<const TensorType> in,
+                                  std::span<const TensorType> out)>;
+using WorkspaceFn = std::function<size_t(const void* params, std::span<const TensorType> in,
+                                         std::span<const TensorType> out)>;
+
+// Where the value of a node comes from.
+enum class OpKind : uint8_t {
+  compute,  // a kernel writes the outputs
+  view,     // output 0 aliases input 0 (reshape, flatten): no kernel runs, no memory is planned
+  input,    // bound from outside each step (data, labels)
+  param,    // bound to the parameter store (weights; running statistics with trainable=false)
+};
+
+struct InplaceOption {
+  int input;
+  int output;
+};
+
+// An example use of the op: the registry-driven tests and `mnemo ops` instantiate it.
+struct OpSample {
+  Attrs attrs;
+  std::vector<TensorType> inputs;
+  int64_t int_high = 1;  // integer inputs are drawn from [0, int_high)
+};
+
+struct OpDef {
+  std::string name;
+  std::string doc;          // one line: what it computes
+  std::string file;         // ops/<file>.cpp that registered it (set by the registry)
+  OpKind kind = OpKind::compute;
+  int min_inputs = 0;
+  int max_inputs = 0;       // -1: any number
+  ParseFn parse;            // default: accepts no attributes
+  InferFn infer;            // required: throws mnemo::Error on bad input types
+  GradFn grad;              // null: not differentiable (backward-only ops)
+  std::vector<int> saved_outputs;  // outputs that carry saved statistics, never differentiated
+  std::vector<InplaceOption> inplace;
+  CostFn cost;              // default: flops 0, bytes = inputs + outputs
+  WorkspaceFn workspace;    // default: 0
+  CpuKernel cpu = nullptr;
+  std::optional<OpSample> sample;  // required for compute ops (tests use it)
+};
+
+class OpRegistry {
+ public:
+  void begin_file(std::string file) { file_ = std::move(file); }
+  void add(OpDef def);  // throws on a duplicate name or a missing infer function
+  const OpDef* find(const std::string& name) const;
+  const OpDef& get(const std::string& name) const;  // throws, listing the known ops
+  std::vector<const OpDef*> all() const;            // sorted by name
+
+ private:
+  std::string file_;
+  std::map<std::string, std::unique_ptr<OpDef>> ops_;
+};
+
+// The registry of every op in ops/ (defined by the generated table, built on first use).
+const OpRegistry& op_registry();
+// The stems of the files in ops/ at configure time (the tests check each one registered ops).
+const std::vector<std::string>& op_source_files();
+
+// Helpers for op files.
+template <class P>
+ParseFn parse_with(P (*fn)(AttrReader&), const std::string& op) {
+  return [fn, op](const Attrs& a) -> std::shared_ptr<const void> {
+    AttrReader r(a, op);
+    auto p = std::make_shared<P>(fn(r));
+    r.finish();
+    return p;
+  };
+}
+
+}  // namespace mnemo
+
+// Opens the registration function of ops/<stem>.cpp:  MNEMO_REGISTER_OPS(relu) { registry.add(...); }
+#define MNEMO_REGISTER_OPS(stem) void mnemo_register_ops_##stem(::mnemo::OpRegistry& registry)

@@ -1,0 +1,42 @@
+// Shapes, dtype names and owning tensors.
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace mnemo {
+
+DType parse_dtype(const std::string& n) {
+  if (n == "float32" || n == "f32") return DType::f32;
+  if (n == "float64" || n == "f64") return DType::f64;
+  if (n == "int32" || n == "i32") return DType::i32;
+  MNEMO_FAIL() << "unknown dtype '" << n << "' (expected float32, float64 or int32)";
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+Tensor::Tensor(TensorType type) : type_(std::move(type)) {
+  for (int64_t d : type_.shape) MNEMO_CHECK(d >= 0) << "negative dimension in " << type_.str();
+  size_t bytes = (type_.bytes() + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+  MNEMO_CHECK(p) << "out of memory allocating " << bytes << " bytes for " << type_.str();
+  data_.reset(p);
+}
+
+}  // namespace mnemo

@@ -1,0 +1,95 @@
+// Shared helpers for op files: Eigen maps, OpenMP loops, inference and cost helpers.
+// Included by ops/*.cpp only.
+#pragma once
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <cmath>
+
+#include "core/graph.h"
+#include "core/op_registry.h"
+
+namespace mnemo::ops {
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MatMap = Eigen::Map<Mat<T>, Eigen::Unaligned>;
+template <class T>
+using ConstMatMap = Eigen::Map<const Mat<T>, Eigen::Unaligned>;
+template <class T>
+using VecMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
+template <class T>
+using ConstVecMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
+
+// Row-major matrix view of a tensor as [rows, numel/rows].
+template <class T>
+MatMap<T> mat(const TensorView& t, int64_t rows) {
+  return MatMap<T>(t.as<T>(), rows, rows ? t.numel() / rows : 0);
+}
+template <class T>
+ConstMatMap<T> cmat(const TensorView& t, int64_t rows) {
+  return ConstMatMap<T>(t.as<T>(), rows, rows ? t.numel() / rows : 0);
+}
+
+// Elementwise loops below this many elements run on one thread.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+// f(begin, end) over [0, n) split into contiguous static chunks, one per thread (deterministic).
+template <class F>
+void parallel_range(int64_t n, F&& f) {
+  if (n < kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t b = n * t / nt, e = n * (t + 1) / nt;
+    if (b < e) f(b, e);
+  }
+}
+
+// f(i) for i in [0, n) over threads; for loops whose iterations are large (channels, images).
+template <class F>
+void parallel_for(int64_t n, F&& f) {
+  if (n <= 1 || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+inline void require_float(const TensorType& t, const char* what) {
+  MNEMO_CHECK(is_float(t.dtype)) << what << " must be float32 or float64, got " << t.str();
+}
+inline void require_same(const TensorType& a, const TensorType& b, const char* what) {
+  MNEMO_CHECK(a == b) << what << " must have the same type, got " << a.str() << " and " << b.str();
+}
+
+// Bytes of all inputs and outputs.
+inline double io_bytes(std::span<const TensorType> in, std::span<const TensorType> out) {
+  double b = 0;
+  for (const TensorType& t : in) b += static_cast<double>(t.bytes());
+  for (const TensorType& t : out) b += static_cast<double>(t.bytes());
+  return b;
+}
+
+// Inference: one output of the same type as input `i`; every input must have that type (float).
+inline InferFn infer_like_input(int i = 0) {
+  return [i](const void*, std::span<const TensorType> in) -> std::vector<TensorType> {
+    require_float(in[i], "input");
+    for (const TensorType& t : in) require_same(in[i], t, "inputs");
+    return {in[i]};
+  };
+}
+
+// Cost: flops_per_element * numel(output 0); bytes = all inputs + outputs.
+inline CostFn elementwise_cost(double flops_per_element) {
+  return [flops_per_element](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+    return Cost{flops_per_element * static_cast<double>(out[0].numel()), io_bytes(in, out)};
+  };
+}
+
+}  // namespace mnemo::ops

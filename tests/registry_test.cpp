@@ -1,0 +1,227 @@
+// Tests generated from the op registry: every op file registers, every compute op has a sample,
+// every differentiable op's backward matches central differences in float64, float32 kernels
+// agree with float64 ones, and declared in-place options hold when output == input.
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "autograd/gradient.h"
+#include "test_util.h"
+
+namespace mnemo::test {
+namespace {
+
+std::vector<std::string> ops_where(bool (*pred)(const OpDef&)) {
+  std::vector<std::string> names;
+  for (const OpDef* d : op_registry().all())
+    if (pred(*d)) names.push_back(d->name);
+  return names;
+}
+
+TEST(Registry, EveryOpFileRegistersAnOp) {
+  std::set<std::string> files;
+  for (const OpDef* d : op_registry().all()) files.insert(d->file);
+  ASSERT_FALSE(op_source_files().empty());
+  for (const std::string& f : op_source_files()) EXPECT_TRUE(files.count(f)) << "ops/" << f << ".cpp registers no op";
+}
+
+TEST(Registry, EveryComputeOpHasASampleThatInfers) {
+  for (const OpDef* d : op_registry().all()) {
+    if (d->kind != OpKind::compute) continue;
+    ASSERT_TRUE(d->sample.has_value()) << d->name << " has no sample";
+    Graph g;
+    std::vector<EntryRef> in;
+    for (size_t i = 0; i < d->sample->inputs.size(); ++i) in.push_back(g.input("x" + std::to_string(i), d->sample->inputs[i]));
+    EXPECT_NO_THROW(g.add(d->name, in, d->sample->attrs)) << d->name;
+    for (const InplaceOption& o : d->inplace) {
+      ASSERT_LT(o.input, static_cast<int>(in.size())) << d->name;
+      const int id = static_cast<int>(g.size()) - 1;
+      ASSERT_LT(o.output, static_cast<int>(g.node(id).outputs.size())) << d->name;
+      EXPECT_EQ(g.type(in[o.input]), g.node(id).outputs[o.output]) << d->name << ": in-place option between different types";
+    }
+  }
+}
+
+TEST(Registry, UnknownOpAndUnknownAttributeAreClearErrors) {
+  Graph g;
+  EntryRef x = g.input("x", {DType::f32, {2, 3}});
+  try {
+    g.add("no_such_op", {x});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown op 'no_such_op'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("relu"), std::string::npos) << "lists known ops: " << e.what();
+  }
+  try {
+    g.add("relu", {x}, {{"alpha", 0.1}}, "r");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown attribute(s) alpha"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'r'"), std::string::npos) << "names the node: " << e.what();
+  }
+}
+
+// Builds the sample graph of `d` in dtype `ft` with every float input a trainable param.
+struct SampleGraph {
+  Graph g;
+  int node = -1;
+  std::vector<Tensor> values;  // per sample input
+  std::vector<std::string> names;
+};
+
+SampleGraph make_sample(const OpDef& d, DType ft, uint64_t seed) {
+  SampleGraph s;
+  std::vector<EntryRef> in;
+  for (size_t i = 0; i < d.sample->inputs.size(); ++i) {
+    TensorType t = d.sample->inputs[i];
+    const std::string name = "x" + std::to_string(i);
+    if (is_float(t.dtype)) {
+      t.dtype = ft;
+      in.push_back(s.g.param(name, t));
+      Tensor v(t);
+      fill_distinct(v, seed + i);
+      s.values.push_back(std::move(v));
+    } else {
+      in.push_back(s.g.input(name, t));
+      Tensor v(t);
+      fill_ints(v, seed + i, d.sample->int_high);
+      s.values.push_back(std::move(v));
+    }
+    s.names.push_back(name);
+  }
+  s.node = s.g.add(d.name, in, d.sample->attrs, "op");
+  return s;
+}
+
+class GradCheck : public ::testing::TestWithParam<std::string> {};
+
+// Objective J = sum_j <y_j, r_j> over the op's differentiable float outputs; dJ/dx from the
+// backward graph against (J(x+h) - J(x-h)) / 2h, h = 1e-6, in float64.
+TEST_P(GradCheck, BackwardMatchesCentralDifferences) {
+  const OpDef& d = op_registry().get(GetParam());
+  SampleGraph s = make_sample(d, DType::f64, 17);
+  std::vector<Seed> seeds;
+  std::vector<Tensor> r;
+  std::vector<std::pair<std::string, const Tensor*>> bind;
+  const Node& node = s.g.node(s.node);
+  for (size_t j = 0; j < node.outputs.size(); ++j) {
+    bool saved = false;
+    for (int k : d.saved_outputs) saved |= k == static_cast<int>(j);
+    if (saved || !is_float(node.outputs[j].dtype)) continue;
+    r.emplace_back(node.outputs[j]);
+  }
+  size_t ri = 0;
+  for (size_t j = 0; j < node.outputs.size(); ++j) {
+    bool saved = false;
+    for (int k : d.saved_outputs) saved |= k == static_cast<int>(j);
+    if (saved || !is_float(node.outputs[j].dtype)) continue;
+    fill_distinct(r[ri], 1000 + j);
+    const std::string name = "r" + std::to_string(j);
+    seeds.push_back({{s.node, static_cast<int>(j)}, s.g.input(name, node.outputs[j])});
+    bind.push_back({name, &r[ri]});
+    ++ri;
+  }
+  std::vector<int> wrt;
+  for (size_t i = 0; i < s.values.size(); ++i) {
+    bind.push_back({s.names[i], &s.values[i]});
+    if (is_float(s.values[i].dtype())) wrt.push_back(s.g.find(s.names[i]));
+  }
+  ASSERT_FALSE(wrt.empty());
+  TrainingGraph tg = build_gradient_graph(s.g, seeds, wrt, {});
+  std::vector<EntryRef> grad_entries;
+  for (const ParamGrad& pg : tg.grads) grad_entries.push_back(pg.grad);
+  std::vector<Tensor> analytic = run_graph(tg.graph, bind, grad_entries);
+
+  auto objective = [&]() {
+    std::vector<EntryRef> outs;
+    for (const Seed& sd : seeds) outs.push_back(sd.entry);
+    std::vector<Tensor> ys = run_graph(s.g, bind, outs);
+    double j = 0;
+    for (size_t k = 0; k < ys.size(); ++k)
+      for (int64_t i = 0; i < ys[k].numel(); ++i) j += get(ys[k], i) * get(r[k], i);
+    return j;
+  };
+  const double h = 1e-6;
+  int checked = 0;
+  for (size_t w = 0; w < wrt.size(); ++w) {
+    Tensor& x = s.values[static_cast<size_t>(std::find(s.names.begin(), s.names.end(), s.g.node(wrt[w]).name) - s.names.begin())];
+    const int64_t n = x.numel();
+    const int64_t stride = std::max<int64_t>(1, n / 40);  // at most ~40 elements per input
+    for (int64_t i = 0; i < n; i += stride) {
+      const double x0 = get(x, i);
+      set(x, i, x0 + h);
+      const double jp = objective();
+      set(x, i, x0 - h);
+      const double jm = objective();
+      set(x, i, x0);
+      const double num = (jp - jm) / (2 * h);
+      const double ana = get(analytic[w], i);
+      EXPECT_LE(std::abs(ana - num), 1e-5 * std::max({std::abs(ana), std::abs(num), 1.0}))
+          << d.name << " input " << s.g.node(wrt[w]).name << "[" << i << "]: analytic " << ana << ", numeric " << num;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDifferentiableOps, GradCheck,
+                         ::testing::ValuesIn(ops_where([](const OpDef& d) { return d.grad && d.sample; })),
+                         [](const auto& info) { return info.param; });
+
+class KernelParity : public ::testing::TestWithParam<std::string> {};
+
+// The float32 kernel computes what the float64 kernel computes, to float32 accuracy.
+TEST_P(KernelParity, Float32MatchesFloat64) {
+  const OpDef& d = op_registry().get(GetParam());
+  SampleGraph s64 = make_sample(d, DType::f64, 5);
+  SampleGraph s32 = make_sample(d, DType::f32, 5);
+  std::vector<std::pair<std::string, const Tensor*>> b64, b32;
+  for (size_t i = 0; i < s64.values.size(); ++i) {
+    b64.push_back({s64.names[i], &s64.values[i]});
+    b32.push_back({s32.names[i], &s32.values[i]});
+  }
+  std::vector<EntryRef> outs;
+  for (size_t j = 0; j < s64.g.node(s64.node).outputs.size(); ++j) outs.push_back({s64.node, static_cast<int>(j)});
+  auto y64 = run_graph(s64.g, b64, outs);
+  auto y32 = run_graph(s32.g, b32, outs);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (!is_float(y64[j].dtype())) {
+      EXPECT_TRUE(bitwise_equal(y64[j], y32[j])) << d.name << " output " << j;
+      continue;
+    }
+    EXPECT_LE(max_rel_diff(cast(y32[j], DType::f64), cast(y64[j], DType::f64)), 2e-5) << d.name << " output " << j;
+  }
+}
+
+// Each declared in-place option: running with output j in input i's buffer gives the same result.
+TEST_P(KernelParity, InplaceOptionsHold) {
+  const OpDef& d = op_registry().get(GetParam());
+  for (const InplaceOption& o : d.inplace) {
+    SampleGraph s = make_sample(d, DType::f32, 9);
+    const Node& n = s.g.node(s.node);
+    std::vector<TensorView> in;
+    for (const Tensor& v : s.values) in.push_back(v.view());
+    std::vector<Tensor> ref_out, alias_out;
+    std::vector<TensorView> ref_views, alias_views;
+    for (const TensorType& t : n.outputs) ref_out.emplace_back(t), alias_out.emplace_back(t);
+    for (auto& t : ref_out) ref_views.push_back(t.view());
+    const size_t ws_bytes = node_workspace_bytes(s.g, s.node);
+    Tensor ws(DType::f32, {static_cast<int64_t>(ws_bytes / 4 + 1)});
+    n.op->cpu(KernelContext{in, ref_views, n.params.get(), ws.data(), ws_bytes});
+    Tensor aliased_input(s.values[o.input].type());
+    std::memcpy(aliased_input.data(), s.values[o.input].data(), aliased_input.bytes());
+    std::vector<TensorView> in2 = in;
+    in2[o.input] = aliased_input.view();
+    for (auto& t : alias_out) alias_views.push_back(t.view());
+    alias_views[o.output] = aliased_input.view();
+    n.op->cpu(KernelContext{in2, alias_views, n.params.get(), ws.data(), ws_bytes});
+    EXPECT_TRUE(bitwise_equal(ref_out[o.output], aliased_input)) << d.name << " in-place " << o.input << "->" << o.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllComputeOps, KernelParity,
+                         ::testing::ValuesIn(ops_where([](const OpDef& d) { return d.kind == OpKind::compute && d.sample.has_value(); })),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace mnemo::test

@@ -1,0 +1,100 @@
+// Test helpers (see test_util.h).
+#include "test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace mnemo::test {
+
+void set(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::f32: t.as<float>()[i] = static_cast<float>(v); break;
+    case DType::f64: t.as<double>()[i] = v; break;
+    case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(v); break;
+  }
+}
+
+double get(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return t.as<float>()[i];
+    case DType::f64: return t.as<double>()[i];
+    case DType::i32: return t.as<int32_t>()[i];
+  }
+  return 0;
+}
+
+void fill_distinct(Tensor& t, uint64_t seed, double scale) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
+  for (int64_t i = 0; i < n; ++i) set(t, i, scale * ((perm[i] + 0.5) / n * 2.0 - 1.0));
+}
+
+void fill_ints(Tensor& t, uint64_t seed, int64_t high) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> d(0, high - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) set(t, i, static_cast<double>(d(rng)));
+}
+
+void fill_normal(Tensor& t, uint64_t seed, double scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) set(t, i, d(rng));
+}
+
+Tensor cast(const Tensor& t, DType to) {
+  Tensor r(to, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) set(r, i, get(t, i));
+  return r;
+}
+
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::string, const Tensor*>>& bindings,
+                              const std::vector<EntryRef>& entries) {
+  Executor ex(g, plan_separate(g));
+  for (const auto& [name, t] : bindings) ex.bind(name, t->view());
+  ex.run();
+  std::vector<Tensor> out;
+  for (const EntryRef& e : entries) {
+    TensorView v = ex.entry(e);
+    Tensor copy(v.type);
+    std::memcpy(copy.data(), v.data, v.bytes());
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  Graph g;
+  std::vector<EntryRef> ins;
+  std::vector<std::pair<std::string, const Tensor*>> bind;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = "x" + std::to_string(i);
+    ins.push_back(g.input(name, inputs[i].type()));
+    bind.push_back({name, &inputs[i]});
+  }
+  const int id = g.add(op, ins, attrs, "op");
+  std::vector<EntryRef> outs;
+  for (size_t j = 0; j < g.node(id).outputs.size(); ++j) outs.push_back({id, static_cast<int>(j)});
+  return run_graph(g, bind, outs);
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.type(), b.type());
+  if (a.numel() != b.numel()) return INFINITY;
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = get(a, i), y = get(b, i);
+    if (std::isnan(x) || std::isnan(y)) return INFINITY;
+    m = std::max(m, std::abs(x - y) / std::max({std::abs(x), std::abs(y), 1.0}));
+  }
+  return m;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.type() == b.type() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+}  // namespace mnemo::test

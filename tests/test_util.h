@@ -1,0 +1,38 @@
+// Helpers shared by the test suites: deterministic random tensors (distinct values, away from
+// kinks), running one op on its own, and comparisons.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "core/executor.h"
+#include "core/graph.h"
+
+namespace mnemo::test {
+
+// Distinct values in (-scale, scale), none closer than 2*scale/n to another or to 0, so central
+// differences never straddle a kink (relu at 0, ties in max pooling).
+void fill_distinct(Tensor& t, uint64_t seed, double scale = 1.0);
+// Integers in [0, high).
+void fill_ints(Tensor& t, uint64_t seed, int64_t high);
+// Normal(0, scale) values (for realistic model inputs).
+void fill_normal(Tensor& t, uint64_t seed, double scale = 1.0);
+
+// Element i as double, whatever the float dtype.
+double get(const Tensor& t, int64_t i);
+void set(Tensor& t, int64_t i, double v);
+Tensor cast(const Tensor& t, DType to);
+
+// Runs a single node `op` on `inputs` (each bound as an input node) and returns copies of its outputs.
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+
+// Executes graph `g` (trivial plan) with `bindings` by node name; returns copies of `entries`.
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::string, const Tensor*>>& bindings,
+                              const std::vector<EntryRef>& entries);
+
+// max over i of |a_i - b_i| / max(|a_i|, |b_i|, 1)
+double max_rel_diff(const Tensor& a, const Tensor& b);
+bool bitwise_equal(const Tensor& a, const Tensor& b);
+
+}  // namespace mnemo::test
