@@ -5,6 +5,9 @@
 #include "autograd/op_info.h"
 #include "core/error.h"
 #include "train/demo.h"
+#include "train/inspect.h"
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -54,10 +57,21 @@ int main(int argc, char** argv) {
   demo->add_option("--lr", opt.lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   demo->add_option("--threads", opt.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   demo->add_option("--seed", opt.seed, "random seed")->capture_default_str();
+  auto* graph = app.add_subcommand("graph", "print a built-in model's graph as text, JSON or Graphviz DOT");
+  std::string model = "cnn", format = "text";
+  int mirror = -1;
+  graph->add_option("model", model, "mlp, cnn or lstm")->check(CLI::IsMember({"mlp", "cnn", "lstm"}))->capture_default_str();
+  graph->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}))->capture_default_str();
+  graph->add_option("--training", mirror, "print the training graph with mirror count m(v) = N for every node (0: plain backprop)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("demo")) return mnemo::run_demo(opt);
+    if (app.got_subcommand("graph")) {
+      const mnemo::Graph g = mnemo::small_model_graph(model, mirror);
+      std::cout << (format == "json" ? g.to_json().dump(1) + "\n" : format == "dot" ? g.to_dot() : g.to_text());
+    }
   } catch (const mnemo::Error& e) {
     std::cerr << "mnemo: error: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,65 @@
+// ModelBuilder layer helpers.
+#include "models/builder.h"
+
+#include <cmath>
+
+namespace mnemo {
+
+EntryRef ModelBuilder::input(const std::string& name, Shape shape, DType dtype) {
+  return g_.input(name, {dtype, std::move(shape)});
+}
+
+EntryRef ModelBuilder::param(const std::string& name, Shape shape, ParamInit init, bool trainable) {
+  EntryRef p = g_.param(name, {dtype_, std::move(shape)}, trainable);
+  params_.push_back({name, p.node, init, trainable});
+  return p;
+}
+
+EntryRef ModelBuilder::conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel,
+                              int64_t stride, int64_t padding) {
+  const TensorType& t = g_.type(x);
+  MNEMO_CHECK(t.shape.size() == 4) << name << ": conv2d expects [N,C,H,W], got " << t.str();
+  const int64_t c = t.shape[1];
+  const double fan_in = static_cast<double>(c * kernel * kernel);
+  EntryRef w = param(name + "/weight", {out_channels, c, kernel, kernel}, {ParamInit::normal, std::sqrt(2.0 / fan_in)});
+  return g_.add1("conv2d", {x, w}, {{"stride", stride}, {"padding", padding}}, name);
+}
+
+EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double momentum, double eps) {
+  const TensorType& t = g_.type(x);
+  MNEMO_CHECK(t.shape.size() >= 2) << name << ": batch_norm expects [N,C,...], got " << t.str();
+  const int64_t c = t.shape[1];
+  const int64_t count = t.numel() / c;
+  EntryRef gamma = param(name + "/gamma", {c}, {ParamInit::ones, 0});
+  EntryRef beta = param(name + "/beta", {c}, {ParamInit::zeros, 0});
+  EntryRef rmean = param(name + "/running_mean", {c}, {ParamInit::zeros, 0}, false);
+  EntryRef rvar = param(name + "/running_var", {c}, {ParamInit::ones, 0}, false);
+  const int bn = g_.add("batch_norm", {x, gamma, beta}, {{"eps", eps}, {"training", true}}, name);
+  const int st = g_.add("batch_norm_stats", {rmean, rvar, {bn, 1}, {bn, 2}},
+                        {{"momentum", momentum}, {"eps", eps}, {"count", count}}, name + "/stats");
+  g_.state_updates.push_back({rmean.node, {st, 0}});
+  g_.state_updates.push_back({rvar.node, {st, 1}});
+  return {bn, 0};
+}
+
+EntryRef ModelBuilder::relu(EntryRef x, const std::string& name) { return g_.add1("relu", {x}, {}, name); }
+
+EntryRef ModelBuilder::fully_connected(EntryRef x, const std::string& name, int64_t out, bool bias) {
+  const TensorType& t = g_.type(x);
+  MNEMO_CHECK(t.shape.size() == 2) << name << ": fully_connected expects [N,D], got " << t.str();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(t.shape[1]));
+  EntryRef w = param(name + "/weight", {out, t.shape[1]}, {ParamInit::uniform, bound});
+  std::vector<EntryRef> in{x, w};
+  if (bias) in.push_back(param(name + "/bias", {out}, {ParamInit::uniform, bound}));
+  return g_.add1("fully_connected", in, {}, name);
+}
+
+std::vector<EntryRef> ModelBuilder::op_n(const std::string& op, std::vector<EntryRef> in, Attrs attrs,
+                                         const std::string& name) {
+  const int id = g_.add(op, std::move(in), std::move(attrs), name);
+  std::vector<EntryRef> outs;
+  for (size_t j = 0; j < g_.node(id).outputs.size(); ++j) outs.push_back({id, static_cast<int>(j)});
+  return outs;
+}
+
+}  // namespace mnemo

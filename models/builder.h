@@ -1,0 +1,56 @@
+// ModelBuilder: layer-level helpers that add nodes to a forward Graph and record each parameter's
+// initialisation (ParamSpec). Builders in models/ (small nets now, ResNet/LSTM from configs later)
+// are written with it. Names are hierarchical ("block1/conv2/weight") and stable: checkpoints and
+// `mnemo grad` use them.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace mnemo {
+
+struct ParamInit {
+  enum Kind { zeros, ones, normal, uniform } kind = zeros;
+  double scale = 0;  // normal: std; uniform: bound (values in [-scale, scale])
+};
+
+struct ParamSpec {
+  std::string name;
+  int node;  // param node id
+  ParamInit init;
+  bool trainable = true;
+};
+
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(DType dtype = DType::f32) : dtype_(dtype) {}
+
+  Graph& graph() { return g_; }
+  const Graph& graph() const { return g_; }
+  const std::vector<ParamSpec>& params() const { return params_; }
+  DType dtype() const { return dtype_; }
+
+  EntryRef input(const std::string& name, Shape shape, DType dtype);
+  EntryRef param(const std::string& name, Shape shape, ParamInit init, bool trainable = true);
+
+  // conv2d without bias, He-normal weights (std sqrt(2 / fan_in)).
+  EntryRef conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel, int64_t stride,
+                  int64_t padding);
+  // Training-mode batch norm: gamma 1, beta 0, running statistics updated once per step.
+  EntryRef batch_norm(EntryRef x, const std::string& name, double momentum = 0.1, double eps = 1e-5);
+  EntryRef relu(EntryRef x, const std::string& name);
+  // y = x w^T + b with PyTorch's default init (uniform +-1/sqrt(fan_in)).
+  EntryRef fully_connected(EntryRef x, const std::string& name, int64_t out, bool bias = true);
+  EntryRef op(const std::string& op, std::vector<EntryRef> in, Attrs attrs, const std::string& name) {
+    return g_.add1(op, std::move(in), std::move(attrs), name);
+  }
+  std::vector<EntryRef> op_n(const std::string& op, std::vector<EntryRef> in, Attrs attrs, const std::string& name);
+
+ private:
+  DType dtype_;
+  Graph g_;
+  std::vector<ParamSpec> params_;
+};
+
+}  // namespace mnemo

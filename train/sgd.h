@@ -1,0 +1,27 @@
+// SGD with momentum and weight decay (PyTorch's formulation):
+//   v = momentum * v + (g + weight_decay * w);   w = w - lr * v
+// Optimiser state (one velocity per trainable parameter) lives beside the parameter store.
+#pragma once
+#include "train/param_store.h"
+
+namespace mnemo {
+
+struct SgdOptions {
+  double lr = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+};
+
+class Sgd {
+ public:
+  Sgd(const ParamStore& params, SgdOptions opt);
+  // grads[i] is the gradient of the i-th trainable parameter of `params.specs()`, in order.
+  void step(ParamStore& params, const std::vector<TensorView>& grads, double lr);
+  int64_t state_bytes() const;
+
+ private:
+  SgdOptions opt_;
+  std::vector<Tensor> velocity_;
+};
+
+}  // namespace mnemo
