@@ -1,0 +1,423 @@
+// Batch normalisation (Ioffe & Szegedy 2015) per channel C of x[N,C] or x[N,C,H,W] (any trailing
+// dims: x is viewed as [N,C,L], L = H*W, M = N*L values per channel). Ops stay stateless: the batch
+// statistics are explicit outputs, and the running statistics are updated by a separate op whose
+// outputs the model builder records as state updates (a recompute never updates them twice).
+//   batch_norm{eps=1e-5, training=true}(x, gamma[C], beta[C]) -> (y, mean[C], inv_std[C])
+//       mean = sum x / M, var = sum (x - mean)^2 / M (biased), inv_std = 1 / sqrt(var + eps),
+//       y = gamma * (x - mean) * inv_std + beta.  mean and inv_std are saved outputs.
+//   batch_norm{training=false}(x, gamma, beta, running_mean[C], running_var[C]) -> y
+//       y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta
+//   batch_norm_grad(x, gamma, mean, inv_std, dy) -> (dx, dgamma[C], dbeta[C])
+//       xhat = (x - mean) * inv_std, dbeta = sum dy, dgamma = sum dy * xhat,
+//       dx = gamma * inv_std * (dy - dbeta / M - xhat * dgamma / M)
+//   batch_norm_inference_grad{eps}(x, gamma, running_mean, running_var, dy) -> (dx, dgamma, dbeta)
+//       dx = dy * gamma * inv_std_running, dgamma = sum dy * (x - running_mean) * inv_std_running
+//   batch_norm_stats{momentum=0.1, eps, count}(running_mean, running_var, mean, inv_std)
+//       -> (new_mean, new_var): PyTorch's update new = (1 - momentum) * old + momentum * batch, with
+//       the batch variance made unbiased: max(1 / inv_std^2 - eps, 0) * count / (count - 1). eps
+//       must be the batch_norm's. In place. (With float32 inv_std the recovered variance carries an
+//       absolute error of about 1e-7 * (var + eps).)
+// A negative running variance (never produced by batch_norm_stats) is treated as 0.
+// Reductions accumulate in double in a fixed order that depends only on the shape (see
+// dsum), one channel per task, so results are bitwise reproducible.
+#include <array>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "ops/common.h"
+
+namespace mnemo::ops {
+namespace {
+
+// Sums in double that vectorise and are bitwise reproducible: 16 partial sums (four vectors of 4
+// doubles, GCC/Clang vector extensions) over blocks of 16 elements, a scalar tail, combined in a
+// fixed order. The order depends only on the length, not on the address or the thread.
+// f is generic: called on Vd (4 elements) in the blocks and on double in the tail.
+using Vd = double __attribute__((vector_size(32)));
+using Vf = float __attribute__((vector_size(16)));
+template <class T>
+inline Vd load4(const T* p) {
+  if constexpr (std::is_same_v<T, double>) {
+    Vd v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  } else {
+    Vf v;
+    std::memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, Vd);
+  }
+}
+inline double combine(const Vd (&a)[4], double tail) {
+  const Vd v = (a[0] + a[1]) + (a[2] + a[3]);
+  return ((v[0] + v[2]) + (v[1] + v[3])) + tail;
+}
+template <class T, class F>  // sum of f(x[i])
+inline double dsum(const T* x, int64_t len, F f) {
+  Vd a[4] = {};
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16)
+    for (int k = 0; k < 4; ++k) a[k] += f(load4(x + i + 4 * k));
+  double tail = 0;
+  for (; i < len; ++i) tail += f(static_cast<double>(x[i]));
+  return combine(a, tail);
+}
+template <class T, class F>  // sums of f(x[i], y[i]) -> pair, added to s0, s1
+inline void dsum2(const T* x, const T* y, int64_t len, double& s0, double& s1, F f) {
+  Vd a[4] = {}, b[4] = {};
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16)
+    for (int k = 0; k < 4; ++k) {
+      const auto [u, v] = f(load4(x + i + 4 * k), load4(y + i + 4 * k));
+      a[k] += u, b[k] += v;
+    }
+  double ta = 0, tb = 0;
+  for (; i < len; ++i) {
+    const auto [u, v] = f(static_cast<double>(x[i]), static_cast<double>(y[i]));
+    ta += u, tb += v;
+  }
+  s0 += combine(a, ta);
+  s1 += combine(b, tb);
+}
+
+struct Layout {  // x viewed as [n, c, l]
+  int64_t n, c, l;
+  int64_t offset(int64_t in, int64_t ic) const { return (in * c + ic) * l; }
+};
+Layout layout_of(const Shape& s) {
+  int64_t l = 1;
+  for (size_t i = 2; i < s.size(); ++i) l *= s[i];
+  return {s[0], s[1], l};
+}
+
+inline double running_inv_std(double running_var, double eps) {
+  return 1.0 / std::sqrt(std::max(running_var, 0.0) + eps);
+}
+
+// ---- params and inference ----
+
+struct BatchNormParams {
+  double eps = 1e-5;
+  bool training = true;
+};
+BatchNormParams parse_bn(AttrReader& r) {
+  BatchNormParams p;
+  p.eps = r.get_float("eps", 1e-5);
+  p.training = r.get_bool("training", true);
+  MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
+  return p;
+}
+BatchNormParams parse_bn_grad(AttrReader&) { return {}; }
+BatchNormParams parse_bn_inference_grad(AttrReader& r) {
+  BatchNormParams p;
+  p.eps = r.get_float("eps", 1e-5);
+  p.training = false;
+  MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
+  return p;
+}
+
+struct StatsParams {
+  double momentum = 0.1;
+  double eps = 1e-5;
+  int64_t count = 0;
+};
+StatsParams parse_stats(AttrReader& r) {
+  StatsParams p;
+  p.momentum = r.get_float("momentum", 0.1);
+  p.eps = r.get_float("eps", 1e-5);
+  p.count = r.require_int("count");
+  MNEMO_CHECK(p.momentum >= 0 && p.momentum <= 1) << "momentum must be in [0, 1], got " << p.momentum;
+  MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
+  MNEMO_CHECK(p.count >= 2) << "count (values per channel, N*H*W) must be at least 2 for the unbiased "
+                            << "variance, got " << p.count;
+  return p;
+}
+
+// x: float, rank >= 2; each of `vecs` must be [C] of x's dtype.
+void check_x_and_vectors(std::span<const TensorType> in, std::initializer_list<std::pair<int, const char*>> vecs) {
+  const TensorType& x = in[0];
+  require_float(x, "x");
+  MNEMO_CHECK(x.shape.size() >= 2) << "x must be [N,C] or [N,C,H,W], got " << x.str();
+  const TensorType want{x.dtype, {x.shape[1]}};
+  for (const auto& [i, name] : vecs)
+    MNEMO_CHECK(in[i] == want) << name << " must be " << want.str() << " (one per channel of x " << x.str()
+                               << "), got " << in[i].str();
+}
+
+std::vector<TensorType> infer_bn(const void* params, std::span<const TensorType> in) {
+  const auto& p = *static_cast<const BatchNormParams*>(params);
+  const size_t want = p.training ? 3 : 5;
+  MNEMO_CHECK(in.size() == want)
+      << "batch_norm with training=" << (p.training ? "true" : "false") << " takes " << want << " inputs "
+      << (p.training ? "(x, gamma, beta)" : "(x, gamma, beta, running_mean, running_var)") << ", got "
+      << in.size();
+  if (p.training) {
+    check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}});
+    const TensorType c{in[0].dtype, {in[0].shape[1]}};
+    return {in[0], c, c};
+  }
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}, {3, "running_mean"}, {4, "running_var"}});
+  return {in[0]};
+}
+
+std::vector<TensorType> infer_bn_grad(const void*, std::span<const TensorType> in) {
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "mean"}, {3, "inv_std"}});
+  MNEMO_CHECK(in[4] == in[0]) << "dy must have x's type " << in[0].str() << ", got " << in[4].str();
+  return {in[0], in[1], in[1]};
+}
+
+std::vector<TensorType> infer_bn_inference_grad(const void*, std::span<const TensorType> in) {
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "running_mean"}, {3, "running_var"}});
+  MNEMO_CHECK(in[4] == in[0]) << "dy must have x's type " << in[0].str() << ", got " << in[4].str();
+  return {in[0], in[1], in[1]};
+}
+
+std::vector<TensorType> infer_stats(const void*, std::span<const TensorType> in) {
+  require_float(in[0], "running_mean");
+  MNEMO_CHECK(in[0].shape.size() == 1) << "running_mean must be [C], got " << in[0].str();
+  const char* names[] = {"running_mean", "running_var", "mean", "inv_std"};
+  for (int i = 1; i < 4; ++i)
+    MNEMO_CHECK(in[i] == in[0]) << names[i] << " must be " << in[0].str() << " like running_mean, got "
+                                << in[i].str();
+  return {in[0], in[0]};
+}
+
+// ---- kernels ----
+
+template <class T>
+void bn_train_forward(const KernelContext& c, double eps) {
+  const Layout L = layout_of(c.in[0].shape());
+  const T* x = c.in[0].as<T>();
+  const T* gamma = c.in[1].as<T>();
+  const T* beta = c.in[2].as<T>();
+  T* y = c.out[0].as<T>();
+  T* mean = c.out[1].as<T>();
+  T* inv_std = c.out[2].as<T>();
+  const double count = static_cast<double>(L.n * L.l);
+  parallel_for(L.c, [&](int64_t ch) {
+    double sum = 0;
+    for (int64_t n = 0; n < L.n; ++n) {
+      const T* xp = x + L.offset(n, ch);
+      sum += dsum(xp, L.l, [](auto v) { return v; });
+    }
+    const double m = count > 0 ? sum / count : 0.0;
+    double ss = 0;
+    for (int64_t n = 0; n < L.n; ++n) {
+      const T* xp = x + L.offset(n, ch);
+      ss += dsum(xp, L.l, [m](auto v) {
+        const auto d = v - m;
+        return d * d;
+      });
+    }
+    const double is = 1.0 / std::sqrt((count > 0 ? ss / count : 0.0) + eps);
+    mean[ch] = static_cast<T>(m);
+    inv_std[ch] = static_cast<T>(is);
+    const T mt = static_cast<T>(m), scale = static_cast<T>(static_cast<double>(gamma[ch]) * is), b = beta[ch];
+    for (int64_t n = 0; n < L.n; ++n) {
+      const T* xp = x + L.offset(n, ch);
+      T* yp = y + L.offset(n, ch);
+      for (int64_t i = 0; i < L.l; ++i) yp[i] = (xp[i] - mt) * scale + b;
+    }
+  });
+}
+
+template <class T>
+void bn_inference_forward(const KernelContext& c, double eps) {
+  const Layout L = layout_of(c.in[0].shape());
+  const T* x = c.in[0].as<T>();
+  const T* gamma = c.in[1].as<T>();
+  const T* beta = c.in[2].as<T>();
+  const T* rmean = c.in[3].as<T>();
+  const T* rvar = c.in[4].as<T>();
+  T* y = c.out[0].as<T>();
+  parallel_for(L.n * L.c, [&](int64_t plane) {
+    const int64_t ch = plane % L.c;
+    const T mt = rmean[ch];
+    const T scale = static_cast<T>(static_cast<double>(gamma[ch]) * running_inv_std(rvar[ch], eps));
+    const T b = beta[ch];
+    const T* xp = x + plane * L.l;
+    T* yp = y + plane * L.l;
+    for (int64_t i = 0; i < L.l; ++i) yp[i] = (xp[i] - mt) * scale + b;
+  });
+}
+
+void bn_forward_cpu(const KernelContext& c) {
+  const auto& p = c.p<BatchNormParams>();
+  dispatch_float(c.in[0].dtype(), "batch_norm", [&]<class T>() {
+    if (p.training) bn_train_forward<T>(c, p.eps);
+    else bn_inference_forward<T>(c, p.eps);
+  });
+}
+
+// Shared backward: per channel, dbeta = sum dy, s = sum dy * (x - mean); then
+// dx = k1 * dy + k2 * (x - mean) + k3. `coeffs(ch, dbeta, s)` returns {dgamma, k1, k2, k3}.
+template <class T, class Coeffs>
+void bn_backward(const KernelContext& c, const T* mean, Coeffs coeffs) {
+  const Layout L = layout_of(c.in[0].shape());
+  const T* x = c.in[0].as<T>();
+  const T* dy = c.in[4].as<T>();
+  T* dx = c.out[0].as<T>();
+  T* dgamma = c.out[1].as<T>();
+  T* dbeta = c.out[2].as<T>();
+  parallel_for(L.c, [&](int64_t ch) {
+    const T mt = mean[ch];
+    const double m = static_cast<double>(mt);
+    double sdy = 0, sdyx = 0;
+    for (int64_t n = 0; n < L.n; ++n) {
+      const T* xp = x + L.offset(n, ch);
+      const T* dyp = dy + L.offset(n, ch);
+      dsum2(xp, dyp, L.l, sdy, sdyx, [m](auto xv, auto g) { return std::pair{g, g * (xv - m)}; });
+    }
+    const auto [dg, k1d, k2d, k3d] = coeffs(ch, sdy, sdyx);
+    dbeta[ch] = static_cast<T>(sdy);
+    dgamma[ch] = static_cast<T>(dg);
+    const T k1 = static_cast<T>(k1d), k2 = static_cast<T>(k2d), k3 = static_cast<T>(k3d);
+    for (int64_t n = 0; n < L.n; ++n) {
+      const T* xp = x + L.offset(n, ch);
+      const T* dyp = dy + L.offset(n, ch);
+      T* dxp = dx + L.offset(n, ch);
+      for (int64_t i = 0; i < L.l; ++i) dxp[i] = k1 * dyp[i] + k2 * (xp[i] - mt) + k3;
+    }
+  });
+}
+
+void bn_grad_cpu(const KernelContext& c) {  // in: x, gamma, mean, inv_std, dy
+  dispatch_float(c.in[0].dtype(), "batch_norm_grad", [&]<class T>() {
+    const Layout L = layout_of(c.in[0].shape());
+    const double count = static_cast<double>(L.n * L.l);
+    const T* gamma = c.in[1].as<T>();
+    const T* inv_std = c.in[3].as<T>();
+    bn_backward<T>(c, c.in[2].as<T>(), [&](int64_t ch, double dbeta, double sdyx) {
+      const double is = inv_std[ch], gi = static_cast<double>(gamma[ch]) * is;
+      const double dgamma = sdyx * is;
+      return std::array<double, 4>{dgamma, gi, -gi * is * dgamma / count, -gi * dbeta / count};
+    });
+  });
+}
+
+void bn_inference_grad_cpu(const KernelContext& c) {  // in: x, gamma, running_mean, running_var, dy
+  const double eps = c.p<BatchNormParams>().eps;
+  dispatch_float(c.in[0].dtype(), "batch_norm_inference_grad", [&]<class T>() {
+    const T* gamma = c.in[1].as<T>();
+    const T* rvar = c.in[3].as<T>();
+    bn_backward<T>(c, c.in[2].as<T>(), [&](int64_t ch, double, double sdyx) {
+      const double is = running_inv_std(rvar[ch], eps);
+      return std::array<double, 4>{sdyx * is, static_cast<double>(gamma[ch]) * is, 0.0, 0.0};
+    });
+  });
+}
+
+void bn_stats_cpu(const KernelContext& c) {  // in: running_mean, running_var, mean, inv_std
+  const auto& p = c.p<StatsParams>();
+  dispatch_float(c.in[0].dtype(), "batch_norm_stats", [&]<class T>() {
+    const T* rm = c.in[0].as<T>();
+    const T* rv = c.in[1].as<T>();
+    const T* mean = c.in[2].as<T>();
+    const T* inv_std = c.in[3].as<T>();
+    T* new_mean = c.out[0].as<T>();
+    T* new_var = c.out[1].as<T>();
+    const double m = p.momentum, unbias = static_cast<double>(p.count) / static_cast<double>(p.count - 1);
+    for (int64_t ch = 0; ch < c.in[0].numel(); ++ch) {
+      const double is = inv_std[ch];
+      // The batch variance recovered from inv_std (>= 0: rounding may push a zero variance below).
+      const double var = std::max(1.0 / (is * is) - p.eps, 0.0) * unbias;
+      const double nm = (1 - m) * static_cast<double>(rm[ch]) + m * static_cast<double>(mean[ch]);
+      const double nv = (1 - m) * static_cast<double>(rv[ch]) + m * var;
+      new_mean[ch] = static_cast<T>(nm);  // rm[ch], rv[ch] are read before these writes (in place)
+      new_var[ch] = static_cast<T>(nv);
+    }
+  });
+}
+
+// ---- grad and cost ----
+
+std::vector<std::optional<EntryRef>> bn_grad(Graph& g, const GradContext& c) {
+  const auto& p = c.p<BatchNormParams>();
+  if (!c.dout[0]) return std::vector<std::optional<EntryRef>>(c.inputs.size(), std::nullopt);
+  if (p.training) {
+    const int id = g.add("batch_norm_grad", {c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2], *c.dout[0]});
+    return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}};
+  }
+  const int id = g.add("batch_norm_inference_grad", {c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4], *c.dout[0]},
+                       {{"eps", p.eps}});
+  return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}, std::nullopt, std::nullopt};
+}
+
+// flops per element of x; bytes: inputs + outputs + `extra_reads` more passes over x (and dy).
+CostFn bn_cost(double flops, double extra_reads) {
+  return [=](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+    const double n = static_cast<double>(in[0].numel());
+    return Cost{flops * n, io_bytes(in, out) + extra_reads * static_cast<double>(in[0].bytes())};
+  };
+}
+Cost bn_forward_cost(const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
+  const bool training = static_cast<const BatchNormParams*>(params)->training;
+  return bn_cost(training ? 7 : 2, training ? 2 : 0)(params, in, out);
+}
+
+TensorType f32(Shape s) { return TensorType{DType::f32, std::move(s)}; }
+
+}  // namespace
+}  // namespace mnemo::ops
+
+MNEMO_REGISTER_OPS(batch_norm) {
+  using namespace mnemo;
+  using namespace mnemo::ops;
+  const Shape xs{3, 3, 5, 6}, cs{3};
+  {
+    OpDef d;
+    d.name = "batch_norm";
+    d.doc = "y = gamma * (x - mean) / sqrt(var + eps) + beta per channel; training: batch statistics, "
+            "outputs (y, mean, inv_std)";
+    d.min_inputs = 3;
+    d.max_inputs = 5;
+    d.parse = parse_with(parse_bn, "batch_norm");
+    d.infer = infer_bn;
+    d.grad = bn_grad;
+    d.saved_outputs = {1, 2};
+    d.cost = bn_forward_cost;
+    d.cpu = bn_forward_cpu;
+    d.sample = OpSample{{}, {f32(xs), f32(cs), f32(cs)}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "batch_norm_grad";
+    d.doc = "backward of batch_norm (training): (dx, dgamma, dbeta) from (x, gamma, mean, inv_std, dy)";
+    d.min_inputs = d.max_inputs = 5;
+    d.parse = parse_with(parse_bn_grad, "batch_norm_grad");
+    d.infer = infer_bn_grad;
+    d.cost = bn_cost(9, 2);
+    d.cpu = bn_grad_cpu;
+    d.sample = OpSample{{}, {f32({2, 3, 5, 6}), f32(cs), f32(cs), f32(cs), f32({2, 3, 5, 6})}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "batch_norm_inference_grad";
+    d.doc = "backward of batch_norm (training=false): (dx, dgamma, dbeta) from (x, gamma, running_mean, "
+            "running_var, dy)";
+    d.min_inputs = d.max_inputs = 5;
+    d.parse = parse_with(parse_bn_inference_grad, "batch_norm_inference_grad");
+    d.infer = infer_bn_inference_grad;
+    d.cost = bn_cost(7, 2);
+    d.cpu = bn_inference_grad_cpu;
+    d.sample = OpSample{{}, {f32({2, 3, 5, 6}), f32(cs), f32(cs), f32(cs), f32({2, 3, 5, 6})}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "batch_norm_stats";
+    d.doc = "running statistics update: new = (1 - momentum) * old + momentum * batch (unbiased variance)";
+    d.min_inputs = d.max_inputs = 4;
+    d.parse = parse_with(parse_stats, "batch_norm_stats");
+    d.infer = infer_stats;
+    d.inplace = {{0, 0}, {1, 1}};
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      return Cost{10.0 * static_cast<double>(in[0].numel()), io_bytes(in, out)};
+    };
+    d.cpu = bn_stats_cpu;
+    d.sample = OpSample{{{"count", int64_t{60}}}, {f32(cs), f32(cs), f32(cs), f32(cs)}};
+    registry.add(std::move(d));
+  }
+}

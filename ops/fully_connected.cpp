@@ -1,0 +1,195 @@
+// Fully connected (dense) layer in the PyTorch Linear layout, and its backward ops.
+//   fully_connected(x[N,D], w[M,D] [, b[M]])      y[N,M]  = x w^T (+ b)
+//   fully_connected_grad_data(dy[N,M], w[M,D])     dx[N,D] = dy w
+//   fully_connected_grad_weight(dy[N,M], x[N,D])   dw[M,D] = dy^T x
+//   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
+// N batch, D input features, M output features. The GEMMs are Eigen's (row-major maps, OpenMP
+// inside Eigen); each costs 2*N*M*D flops.
+#include "ops/common.h"
+
+namespace mnemo::ops {
+namespace {
+
+double gemm_flops(int64_t n, int64_t m, int64_t d) {
+  return 2.0 * static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(d);
+}
+
+void require_matrix(const TensorType& t, const char* what) {
+  require_float(t, what);
+  MNEMO_CHECK(t.shape.size() == 2) << what << " must be a matrix (rank 2), got " << t.str();
+}
+
+// ---- forward ----
+
+std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  require_matrix(x, "fully_connected: x [N,D]");
+  require_matrix(w, "fully_connected: w [M,D]");
+  MNEMO_CHECK(x.dtype == w.dtype) << "fully_connected: x and w must have the same dtype, got " << x.str() << " and "
+                                  << w.str();
+  MNEMO_CHECK(x.shape[1] == w.shape[1]) << "fully_connected: x [N,D] and w [M,D] must agree on D, got x "
+                                        << x.str() << " and w " << w.str();
+  if (in.size() == 3) {
+    const TensorType& b = in[2];
+    const TensorType want{x.dtype, {w.shape[0]}};
+    MNEMO_CHECK(b == want) << "fully_connected: bias must be " << want.str() << " (one per output feature), got "
+                           << b.str();
+  }
+  return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
+}
+
+void fc_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "fully_connected", [&]<class T>() {
+    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0);
+    auto x = cmat<T>(c.in[0], n);
+    auto w = cmat<T>(c.in[1], m);
+    auto y = mat<T>(c.out[0], n);
+    y.noalias() = x * w.transpose();
+    if (c.in.size() == 3) {
+      const T* b = c.in[2].as<T>();
+      T* yp = c.out[0].as<T>();
+      auto rows = [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          for (int64_t j = 0; j < m; ++j) yp[i * m + j] += b[j];
+      };
+      if (n * m < kParallelGrain) {
+        rows(0, n);
+      } else {
+        parallel_for(n, [&](int64_t i) { rows(i, i + 1); });
+      }
+    }
+  });
+}
+
+// ---- backward ----
+
+std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType> in) {
+  const TensorType& dy = in[0];
+  const TensorType& w = in[1];
+  require_matrix(dy, "fully_connected_grad_data: dy [N,M]");
+  require_matrix(w, "fully_connected_grad_data: w [M,D]");
+  MNEMO_CHECK(dy.dtype == w.dtype && dy.shape[1] == w.shape[0])
+      << "fully_connected_grad_data: dy [N,M] and w [M,D] must agree on M and dtype, got " << dy.str() << " and "
+      << w.str();
+  return {TensorType{dy.dtype, {dy.shape[0], w.shape[1]}}};
+}
+
+void grad_data_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "fully_connected_grad_data", [&]<class T>() {
+    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0);
+    mat<T>(c.out[0], n).noalias() = cmat<T>(c.in[0], n) * cmat<T>(c.in[1], m);
+  });
+}
+
+std::vector<TensorType> infer_grad_weight(const void*, std::span<const TensorType> in) {
+  const TensorType& dy = in[0];
+  const TensorType& x = in[1];
+  require_matrix(dy, "fully_connected_grad_weight: dy [N,M]");
+  require_matrix(x, "fully_connected_grad_weight: x [N,D]");
+  MNEMO_CHECK(dy.dtype == x.dtype && dy.shape[0] == x.shape[0])
+      << "fully_connected_grad_weight: dy [N,M] and x [N,D] must agree on N and dtype, got " << dy.str() << " and "
+      << x.str();
+  return {TensorType{dy.dtype, {dy.shape[1], x.shape[1]}}};
+}
+
+void grad_weight_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "fully_connected_grad_weight", [&]<class T>() {
+    const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1);
+    mat<T>(c.out[0], m).noalias() = cmat<T>(c.in[0], n).transpose() * cmat<T>(c.in[1], n);
+  });
+}
+
+std::vector<TensorType> infer_grad_bias(const void*, std::span<const TensorType> in) {
+  require_matrix(in[0], "fully_connected_grad_bias: dy [N,M]");
+  return {TensorType{in[0].dtype, {in[0].shape[1]}}};
+}
+
+// Each db[j] sums dy[0..N-1, j] in order, whichever thread owns column j.
+void grad_bias_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "fully_connected_grad_bias", [&]<class T>() {
+    const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1);
+    const T* dy = c.in[0].as<T>();
+    T* db = c.out[0].as<T>();
+    auto columns = [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) db[j] = T(0);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = lo; j < hi; ++j) db[j] += dy[i * m + j];
+    };
+    if (n * m < kParallelGrain || m < 64) {
+      columns(0, m);
+    } else {
+      parallel_for((m + 63) / 64, [&](int64_t blk) { columns(blk * 64, std::min(m, (blk + 1) * 64)); });
+    }
+  });
+}
+
+}  // namespace
+}  // namespace mnemo::ops
+
+MNEMO_REGISTER_OPS(fully_connected) {
+  using namespace mnemo;
+  using namespace mnemo::ops;
+  {
+    OpDef d;
+    d.name = "fully_connected";
+    d.doc = "y[N,M] = x[N,D] w[M,D]^T (+ b[M])";
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.infer = infer_fc;
+    d.grad = [](Graph& g, const GradContext& c) -> std::vector<std::optional<EntryRef>> {
+      const EntryRef dy = *c.dout[0];
+      std::vector<std::optional<EntryRef>> dx{g.add1("fully_connected_grad_data", {dy, c.inputs[1]}),
+                                              g.add1("fully_connected_grad_weight", {dy, c.inputs[0]})};
+      if (c.inputs.size() == 3) dx.push_back(g.add1("fully_connected_grad_bias", {dy}));
+      return dx;
+    };
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      const double bias = in.size() == 3 ? static_cast<double>(out[0].numel()) : 0.0;
+      return Cost{gemm_flops(in[0].shape[0], in[1].shape[0], in[0].shape[1]) + bias, io_bytes(in, out)};
+    };
+    d.cpu = fc_cpu;
+    d.sample = OpSample{
+        {}, {TensorType{DType::f32, {3, 4}}, TensorType{DType::f32, {5, 4}}, TensorType{DType::f32, {5}}}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "fully_connected_grad_data";
+    d.doc = "backward of fully_connected: dx[N,D] = dy[N,M] w[M,D]";
+    d.min_inputs = d.max_inputs = 2;
+    d.infer = infer_grad_data;
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      return Cost{gemm_flops(in[0].shape[0], in[0].shape[1], in[1].shape[1]), io_bytes(in, out)};
+    };
+    d.cpu = grad_data_cpu;
+    d.sample = OpSample{{}, {TensorType{DType::f32, {3, 5}}, TensorType{DType::f32, {5, 4}}}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "fully_connected_grad_weight";
+    d.doc = "backward of fully_connected: dw[M,D] = dy[N,M]^T x[N,D]";
+    d.min_inputs = d.max_inputs = 2;
+    d.infer = infer_grad_weight;
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      return Cost{gemm_flops(in[0].shape[0], in[0].shape[1], in[1].shape[1]), io_bytes(in, out)};
+    };
+    d.cpu = grad_weight_cpu;
+    d.sample = OpSample{{}, {TensorType{DType::f32, {3, 5}}, TensorType{DType::f32, {3, 4}}}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "fully_connected_grad_bias";
+    d.doc = "backward of fully_connected: db[M] = sum over n of dy[n,M]";
+    d.min_inputs = d.max_inputs = 1;
+    d.infer = infer_grad_bias;
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      return Cost{static_cast<double>(in[0].numel()), io_bytes(in, out)};
+    };
+    d.cpu = grad_bias_cpu;
+    d.sample = OpSample{{}, {TensorType{DType::f32, {3, 5}}}};
+    registry.add(std::move(d));
+  }
+}

@@ -1,0 +1,141 @@
+// fully_connected and its backward ops against naive float64 loops, with and without bias, at
+// sizes that take the multithreaded paths; shape errors.
+#include <cstring>
+
+#include "test_util.h"
+
+namespace mnemo::test {
+namespace {
+
+Tensor rand64(Shape s, uint64_t seed) {
+  Tensor t(DType::f64, std::move(s));
+  fill_normal(t, seed);
+  return t;
+}
+
+// run_op on copies of the given tensors (Tensor is move-only).
+std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
+  std::vector<Tensor> v;
+  for (const Tensor* t : in) {
+    Tensor c(t->type());
+    std::memcpy(c.data(), t->data(), t->bytes());
+    v.push_back(std::move(c));
+  }
+  return run_op(op, v, attrs);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// y[n,m] = sum_d x[n,d] w[m,d] + b[m]
+Tensor ref_fc(const Tensor& x, const Tensor& w, const Tensor* b) {
+  const int64_t N = x.shape()[0], D = x.shape()[1], M = w.shape()[0];
+  Tensor y(DType::f64, {N, M});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double s = b ? get(*b, m) : 0.0;
+      for (int64_t d = 0; d < D; ++d) s += get(x, n * D + d) * get(w, m * D + d);
+      set(y, n * M + m, s);
+    }
+  return y;
+}
+
+struct Sizes {
+  int64_t n, d, m;
+};
+const Sizes kSizes[] = {{3, 4, 5}, {1, 7, 2}, {256, 70, 200}};
+
+TEST(FullyConnected, ForwardWithBiasMatchesNaive) {
+  for (const Sizes& s : kSizes) {
+    Tensor x = rand64({s.n, s.d}, 1), w = rand64({s.m, s.d}, 2), b = rand64({s.m}, 3);
+    auto y = run("fully_connected", {&x, &w, &b});
+    EXPECT_EQ(y[0].shape(), (Shape{s.n, s.m}));
+    EXPECT_LE(max_rel_diff(y[0], ref_fc(x, w, &b)), 1e-12) << s.n << "x" << s.d << "x" << s.m;
+  }
+}
+
+TEST(FullyConnected, ForwardWithoutBiasMatchesNaive) {
+  for (const Sizes& s : kSizes) {
+    Tensor x = rand64({s.n, s.d}, 4), w = rand64({s.m, s.d}, 5);
+    auto y = run("fully_connected", {&x, &w});
+    EXPECT_LE(max_rel_diff(y[0], ref_fc(x, w, nullptr)), 1e-12) << s.n << "x" << s.d << "x" << s.m;
+  }
+}
+
+TEST(FullyConnected, GradDataMatchesNaive) {  // dx[n,d] = sum_m dy[n,m] w[m,d]
+  for (const Sizes& s : kSizes) {
+    Tensor dy = rand64({s.n, s.m}, 6), w = rand64({s.m, s.d}, 7);
+    Tensor ref(DType::f64, {s.n, s.d});
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        double acc = 0;
+        for (int64_t m = 0; m < s.m; ++m) acc += get(dy, n * s.m + m) * get(w, m * s.d + d);
+        set(ref, n * s.d + d, acc);
+      }
+    EXPECT_LE(max_rel_diff(run("fully_connected_grad_data", {&dy, &w})[0], ref), 1e-12);
+  }
+}
+
+TEST(FullyConnected, GradWeightMatchesNaive) {  // dw[m,d] = sum_n dy[n,m] x[n,d]
+  for (const Sizes& s : kSizes) {
+    Tensor dy = rand64({s.n, s.m}, 8), x = rand64({s.n, s.d}, 9);
+    Tensor ref(DType::f64, {s.m, s.d});
+    for (int64_t m = 0; m < s.m; ++m)
+      for (int64_t d = 0; d < s.d; ++d) {
+        double acc = 0;
+        for (int64_t n = 0; n < s.n; ++n) acc += get(dy, n * s.m + m) * get(x, n * s.d + d);
+        set(ref, m * s.d + d, acc);
+      }
+    EXPECT_LE(max_rel_diff(run("fully_connected_grad_weight", {&dy, &x})[0], ref), 1e-12);
+  }
+}
+
+TEST(FullyConnected, GradBiasMatchesNaiveAndIsDeterministic) {  // db[m] = sum_n dy[n,m]
+  for (const Sizes& s : kSizes) {
+    Tensor dy = rand64({s.n, s.m}, 10);
+    Tensor ref(DType::f64, {s.m});
+    for (int64_t m = 0; m < s.m; ++m) {
+      double acc = 0;
+      for (int64_t n = 0; n < s.n; ++n) acc += get(dy, n * s.m + m);
+      set(ref, m, acc);
+    }
+    auto db = run("fully_connected_grad_bias", {&dy});
+    EXPECT_LE(max_rel_diff(db[0], ref), 1e-12);
+    EXPECT_TRUE(bitwise_equal(db[0], run("fully_connected_grad_bias", {&dy})[0]));
+  }
+}
+
+TEST(FullyConnected, GradBuildsOneNodePerInput) {
+  Graph g;
+  EntryRef x = g.param("x", {DType::f32, {3, 4}});
+  EntryRef w = g.param("w", {DType::f32, {5, 4}});
+  EntryRef b = g.param("b", {DType::f32, {5}});
+  const int id = g.add("fully_connected", {x, w, b});
+  EXPECT_EQ(g.node(id).outputs[0], (TensorType{DType::f32, {3, 5}}));
+  const int no_bias = g.add("fully_connected", {x, w});
+  EXPECT_EQ(g.node(no_bias).outputs[0], (TensorType{DType::f32, {3, 5}}));
+}
+
+TEST(FullyConnected, ShapeErrorsAreClear) {
+  Tensor x = rand64({3, 4}, 1), w = rand64({5, 6}, 2), b = rand64({4}, 3), w_ok = rand64({5, 4}, 4);
+  std::string e = error_of([&] { run("fully_connected", {&x, &w}); });
+  EXPECT_NE(e.find("must agree on D"), std::string::npos) << e;
+  EXPECT_NE(e.find("float64[5,6]"), std::string::npos) << e;
+  e = error_of([&] { run("fully_connected", {&x, &w_ok, &b}); });
+  EXPECT_NE(e.find("bias must be float64[5]"), std::string::npos) << e;
+  Tensor x3 = rand64({2, 3, 4}, 5);
+  e = error_of([&] { run("fully_connected", {&x3, &w_ok}); });
+  EXPECT_NE(e.find("rank 2"), std::string::npos) << e;
+  Tensor x32(DType::f32, {3, 4});
+  e = error_of([&] { run("fully_connected", {&x32, &w_ok}); });
+  EXPECT_NE(e.find("same dtype"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace mnemo::test
