@@ -9,6 +9,9 @@ namespace mnemo {
 Executor::Executor(const Graph& g, MemoryPlan plan) : g_(g), plan_(std::move(plan)), arena_(nullptr, std::free) {
   MNEMO_CHECK(plan_.entries.size() == g.size() && plan_.workspace.size() == g.size())
       << "memory plan covers " << plan_.entries.size() << " nodes, graph has " << g.size();
+#ifndef NDEBUG
+  validate_plan(g, plan_);
+#endif
   arena_bytes_ = plan_.arena_bytes;
   if (arena_bytes_ > 0) {
     void* p = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(align_up(arena_bytes_)));

@@ -32,3 +32,10 @@ size_t node_workspace_bytes(const Graph& g, int id);
 MemoryPlan plan_separate(const Graph& g);
 
 }  // namespace mnemo
+
+namespace mnemo {
+// Throws mnemo::Error naming the two tensors when two simultaneously live tensors overlap (except
+// a declared in-place takeover), or when a slot lies outside the arena. The executor runs it in
+// debug builds; the tests run it on every plan.
+void validate_plan(const Graph& g, const MemoryPlan& plan);
+}  // namespace mnemo

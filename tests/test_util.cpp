@@ -30,7 +30,9 @@ void fill_distinct(Tensor& t, uint64_t seed, double scale) {
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
-  for (int64_t i = 0; i < n; ++i) set(t, i, scale * ((perm[i] + 0.5) / n * 2.0 - 1.0));
+  // Grid points 2/n apart, shifted by 0.3/n so that none is 0 (for odd n the unshifted middle
+  // point would be; for n = 1 it would make a one-element gradient seed vanish).
+  for (int64_t i = 0; i < n; ++i) set(t, i, scale * ((perm[i] + 0.5) / n * 2.0 - 1.0 + 0.3 / n));
 }
 
 void fill_ints(Tensor& t, uint64_t seed, int64_t high) {

@@ -11,7 +11,7 @@
 
 namespace mnemo::test {
 
-// Distinct values in (-scale, scale), none closer than 2*scale/n to another or to 0, so central
+// Distinct values in (-scale, scale), 2*scale/n apart and at least 0.3*scale/n from 0, so central
 // differences never straddle a kink (relu at 0, ties in max pooling).
 void fill_distinct(Tensor& t, uint64_t seed, double scale = 1.0);
 // Integers in [0, high).

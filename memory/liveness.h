@@ -1,0 +1,34 @@
+// Buffers and their lifetimes over a graph's schedule (its node order). An entry lives in a
+// buffer; a view shares its input's buffer; an in-place output takes over its input's buffer.
+// In-place happens (when enabled) exactly when the op declares the option, the input buffer is
+// planned (not a param or graph input), holds no graph output or state-update value, and its
+// reference count — pending reads of *any* entry stored in it, views included — is 1: this node
+// is its last reader. Requires: a typed graph. Provides: Buffers with [start, end] steps.
+#pragma once
+#include <vector>
+
+#include "core/graph.h"
+
+namespace mnemo {
+
+struct Buffer {
+  int64_t bytes = 0;      // the largest entry stored (entries sharing one buffer by in-place have equal size)
+  int start = 0;          // step (node id) that first writes it
+  int end = 0;            // last step that reads it (inclusive); graph outputs: the last step
+  bool workspace = false; // a node-local workspace (live at `start` only)
+};
+
+struct Liveness {
+  std::vector<Buffer> buffers;
+  std::vector<std::vector<int>> entry_buffer;  // [node][output] -> buffer, -1: external (param/input)
+  std::vector<int> workspace_buffer;           // [node] -> buffer or -1
+  int inplace_count = 0;
+};
+
+Liveness analyze_liveness(const Graph& g, bool allow_inplace);
+
+// max over steps of the sum of (256-aligned) bytes of the live buffers: a lower bound for any
+// arena that holds them.
+int64_t max_live_bytes(const Liveness& l, bool include_workspace);
+
+}  // namespace mnemo

@@ -1,0 +1,114 @@
+// Offset assignment by interval packing, and the three allocation modes.
+#include "memory/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+namespace mnemo {
+
+AllocMode parse_alloc_mode(const std::string& name) {
+  if (name == "none") return AllocMode::none;
+  if (name == "inplace") return AllocMode::inplace;
+  if (name == "share") return AllocMode::share;
+  MNEMO_FAIL() << "unknown memory mode '" << name << "' (expected none, inplace or share)";
+}
+
+const char* alloc_mode_name(AllocMode m) {
+  switch (m) {
+    case AllocMode::none: return "none";
+    case AllocMode::inplace: return "inplace";
+    case AllocMode::share: return "share";
+  }
+  return "?";
+}
+
+int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets) {
+  const size_t n = items.size();
+  offsets.resize(n, -1);
+  std::vector<size_t> placed, order;
+  int64_t top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (offsets[i] >= 0) {
+      placed.push_back(i);
+      top = std::max(top, offsets[i] + align_up(std::max<int64_t>(items[i].bytes, 1)));
+    } else {
+      order.push_back(i);
+    }
+  }
+  // Largest first; among equals, earliest first (stable: deterministic plans).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+    return items[a].start < items[b].start;
+  });
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of placed items overlapping in time
+  for (size_t k : order) {
+    const Buffer& it = items[k];
+    const int64_t size = align_up(std::max<int64_t>(it.bytes, 1));
+    busy.clear();
+    for (size_t p : placed)
+      if (items[p].start <= it.end && it.start <= items[p].end) busy.push_back({offsets[p], offsets[p] + align_up(std::max<int64_t>(items[p].bytes, 1))});
+    std::sort(busy.begin(), busy.end());
+    // Best fit: the smallest gap that holds the item; else the first free offset above everything.
+    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (const auto& [b, e] : busy) {
+      if (b > cursor && b - cursor >= size && b - cursor < best_gap) best = cursor, best_gap = b - cursor;
+      cursor = std::max(cursor, e);
+    }
+    const int64_t off = best >= 0 ? best : cursor;
+    offsets[k] = off;
+    top = std::max(top, off + size);
+    placed.push_back(k);
+  }
+  return top;
+}
+
+MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Liveness l = analyze_liveness(g, mode != AllocMode::none);
+  std::vector<int64_t> offsets(l.buffers.size(), -1);
+  int64_t feature = 0, arena = 0;
+  if (mode == AllocMode::share) {
+    // Entries alone give feature_map_bytes; workspace is then packed into the gaps and above.
+    std::vector<Buffer> entries;
+    std::vector<size_t> entry_ids;
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (!l.buffers[b].workspace) entries.push_back(l.buffers[b]), entry_ids.push_back(b);
+    std::vector<int64_t> eoff;
+    feature = pack_intervals(entries, eoff);
+    for (size_t k = 0; k < entry_ids.size(); ++k) offsets[entry_ids[k]] = eoff[k];
+    arena = std::max(feature, pack_intervals(l.buffers, offsets));  // entries fixed, workspace into gaps
+  } else {
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (!l.buffers[b].workspace) offsets[b] = feature, feature += align_up(l.buffers[b].bytes);
+    arena = feature;
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (l.buffers[b].workspace) offsets[b] = arena, arena += align_up(l.buffers[b].bytes);
+  }
+  MemoryPlan plan;
+  plan.mode = alloc_mode_name(mode);
+  plan.entries.resize(g.size());
+  plan.workspace.resize(g.size());
+  for (size_t v = 0; v < g.size(); ++v) {
+    const Node& node = g.node(static_cast<int>(v));
+    plan.entries[v].resize(node.outputs.size());
+    if (node.op->kind != OpKind::compute) continue;  // views alias their input at run time
+    for (size_t j = 0; j < node.outputs.size(); ++j)
+      plan.entries[v][j] = {offsets[l.entry_buffer[v][j]], static_cast<int64_t>(node.outputs[j].bytes())};
+    if (const int b = l.workspace_buffer[v]; b >= 0) plan.workspace[v] = {offsets[b], l.buffers[b].bytes};
+  }
+  plan.arena_bytes = arena;
+  if (stats) {
+    stats->feature_map_bytes = feature;
+    stats->arena_bytes = arena;
+    stats->workspace_bytes = arena - feature;
+    stats->max_live_bytes = max_live_bytes(l, true);
+    stats->fragmentation = arena ? static_cast<double>(arena - stats->max_live_bytes) / static_cast<double>(arena) : 0.0;
+    stats->buffers = static_cast<int>(l.buffers.size());
+    stats->inplace = l.inplace_count;
+    stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return plan;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,232 @@
+// memory/: liveness, in-place, sharing, offsets; the validator on thousands of random DAGs; the
+// executor on planned arenas giving bitwise the results of the trivial plan.
+#include <random>
+
+#include "autograd/gradient.h"
+#include "memory/planner.h"
+#include "models/small_nets.h"
+#include "test_util.h"
+#include "train/param_store.h"
+
+namespace mnemo::test {
+namespace {
+
+// A random DAG of cheap registered ops over float32[rows, cols] tensors: unary (relu, sigmoid,
+// tanh, copy), binary (add, mul), add_n, views (identity, reshape), split/concat; random fan-out;
+// some nodes are graph outputs.
+Graph random_dag(std::mt19937& rng, int nodes) {
+  Graph g;
+  const int64_t rows = 2, cols = 4;
+  std::vector<EntryRef> pool;
+  const int inputs = 1 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < inputs; ++i) pool.push_back(g.input("x" + std::to_string(i), {DType::f32, {rows, cols}}));
+  auto pick = [&]() {
+    // Prefer recent entries (chains), sometimes reach far back (long lifetimes).
+    const size_t n = pool.size();
+    const size_t back = rng() % 4 == 0 ? rng() % n : rng() % std::min<size_t>(n, 3);
+    return pool[n - 1 - back];
+  };
+  for (int k = 0; k < nodes; ++k) {
+    const int kind = static_cast<int>(rng() % 10);
+    EntryRef out;
+    switch (kind) {
+      case 0: out = g.add1("relu", {pick()}); break;
+      case 1: out = g.add1("sigmoid", {pick()}); break;
+      case 2: out = g.add1("tanh", {pick()}); break;
+      case 3: out = g.add1("add", {pick(), pick()}); break;
+      case 4: out = g.add1("mul", {pick(), pick()}); break;
+      case 5: out = g.add1("add_n", {pick(), pick(), pick()}); break;
+      case 6: out = g.add1("identity", {pick()}); break;
+      case 7: {
+        EntryRef r = g.add1("reshape", {pick()}, {{"shape", std::vector<int64_t>{cols, rows}}});
+        out = g.add1("reshape", {g.add1("copy", {r})}, {{"shape", std::vector<int64_t>{rows, cols}}});
+        break;
+      }
+      case 8: {
+        const int id = g.add("split", {pick()}, {{"axis", int64_t{1}}, {"parts", int64_t{2}}});
+        out = g.add1("concat", {{id, 1}, {id, 0}}, {{"axis", int64_t{1}}});
+        break;
+      }
+      default: out = g.add1("copy", {pick()}); break;
+    }
+    pool.push_back(out);
+    if (rng() % 8 == 0) g.outputs.push_back(out);
+  }
+  g.outputs.push_back(pool.back());
+  return g;
+}
+
+std::vector<Tensor> run_outputs(const Graph& g, const MemoryPlan& plan, const std::vector<Tensor>& inputs) {
+  Executor ex(g, plan);
+  EXPECT_EQ(ex.allocated_bytes(), plan.arena_bytes);
+  for (size_t i = 0; i < inputs.size(); ++i) ex.bind("x" + std::to_string(i), inputs[i].view());
+  ex.run();
+  std::vector<Tensor> out;
+  for (const EntryRef& e : g.outputs) {
+    TensorView v = ex.entry(e);
+    Tensor t(v.type);
+    std::memcpy(t.data(), v.data, v.bytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+TEST(MemoryPlan, RandomDagsValidateAndComputeTheSameInEveryMode) {
+  std::mt19937 rng(42);
+  int inplace_total = 0, shared_smaller = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    Graph g = random_dag(rng, 4 + static_cast<int>(rng() % 40));
+    std::vector<Tensor> inputs;
+    for (size_t v = 0; v < g.size() && g.node(static_cast<int>(v)).is(OpKind::input); ++v) {
+      inputs.emplace_back(g.node(static_cast<int>(v)).outputs[0]);
+      fill_distinct(inputs.back(), trial * 7 + v);
+    }
+    std::vector<Tensor> reference;
+    int64_t none_bytes = 0;
+    for (AllocMode mode : {AllocMode::none, AllocMode::inplace, AllocMode::share}) {
+      PlanStats st;
+      MemoryPlan plan = plan_memory(g, mode, &st);
+      ASSERT_NO_THROW(validate_plan(g, plan)) << "trial " << trial << " mode " << alloc_mode_name(mode) << "\n" << g.to_text();
+      EXPECT_LE(st.max_live_bytes, st.arena_bytes);
+      auto out = run_outputs(g, plan, inputs);
+      if (mode == AllocMode::none) {
+        reference = std::move(out);
+        none_bytes = st.arena_bytes;
+        EXPECT_EQ(st.inplace, 0);
+        continue;
+      }
+      for (size_t k = 0; k < out.size(); ++k)
+        ASSERT_TRUE(bitwise_equal(out[k], reference[k])) << "trial " << trial << " mode " << alloc_mode_name(mode) << "\n" << g.to_text();
+      if (mode == AllocMode::inplace) inplace_total += st.inplace;
+      if (mode == AllocMode::share) shared_smaller += st.arena_bytes < none_bytes;
+    }
+  }
+  EXPECT_GT(inplace_total, 1000);
+  EXPECT_GT(shared_smaller, 1500);
+}
+
+// The validator is not a check that cannot fail: corrupt valid plans and expect rejections.
+TEST(MemoryPlan, ValidatorRejectsOverlapsAndBadSlots) {
+  Graph g;
+  EntryRef x = g.input("x0", {DType::f32, {2, 4}});
+  EntryRef a = g.add1("relu", {x}, {}, "a");
+  EntryRef b = g.add1("sigmoid", {x}, {}, "b");
+  EntryRef c = g.add1("add", {a, b}, {}, "c");
+  g.outputs.push_back(c);
+  MemoryPlan plan = plan_memory(g, AllocMode::share);
+  ASSERT_NO_THROW(validate_plan(g, plan));
+  MemoryPlan overlap = plan;
+  overlap.entries[b.node][0].offset = overlap.entries[a.node][0].offset;  // a and b both live at step c
+  try {
+    validate_plan(g, overlap);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overlaps"), std::string::npos) << e.what();
+  }
+  MemoryPlan outside = plan;
+  outside.entries[c.node][0].offset = plan.arena_bytes;
+  EXPECT_THROW(validate_plan(g, outside), Error);
+  MemoryPlan misaligned = plan;
+  misaligned.entries[a.node][0].offset += 4;
+  EXPECT_THROW(validate_plan(g, misaligned), Error);
+  // In-place into a graph output's buffer is never allowed: c is kept, d may not take it over.
+  Graph g2 = g;
+  EntryRef d = g2.add1("relu", {c}, {}, "d");
+  g2.outputs.push_back(d);
+  MemoryPlan p2 = plan_memory(g2, AllocMode::share);
+  ASSERT_NO_THROW(validate_plan(g2, p2));
+  EXPECT_NE(p2.entries[d.node][0].offset, p2.entries[c.node][0].offset);
+  p2.entries[d.node][0].offset = p2.entries[c.node][0].offset;
+  EXPECT_THROW(validate_plan(g2, p2), Error);
+}
+
+TEST(MemoryPlan, InplaceOnlyWhenLastReaderAndNeverIntoInputsOrParams) {
+  Graph g;
+  EntryRef x = g.input("x0", {DType::f32, {8}});
+  EntryRef a = g.add1("relu", {x}, {}, "a");       // x is a graph input: never in place
+  EntryRef b = g.add1("sigmoid", {a}, {}, "b");    // a read again below: no in-place
+  EntryRef c = g.add1("tanh", {a}, {}, "c");       // last reader of a: in place
+  EntryRef d = g.add1("mul", {b, c}, {}, "d");     // last reader of b and c: in place on b
+  g.outputs.push_back(d);
+  PlanStats st;
+  MemoryPlan p = plan_memory(g, AllocMode::inplace, &st);
+  validate_plan(g, p);
+  EXPECT_NE(p.entries[b.node][0].offset, p.entries[a.node][0].offset);
+  EXPECT_EQ(p.entries[c.node][0].offset, p.entries[a.node][0].offset);
+  EXPECT_EQ(p.entries[d.node][0].offset, p.entries[b.node][0].offset);
+  EXPECT_EQ(st.inplace, 2);
+  EXPECT_EQ(st.arena_bytes, 2 * 256);
+}
+
+TEST(MemoryPlan, SharingReusesDeadBuffersAndReportsFragmentation) {
+  Graph g;
+  EntryRef x = g.input("x0", {DType::f32, {64}});
+  EntryRef h = x;
+  for (int i = 0; i < 10; ++i) h = g.add1("copy", {h});  // a chain: two buffers alive at a time
+  g.outputs.push_back(h);
+  PlanStats st;
+  MemoryPlan p = plan_memory(g, AllocMode::share, &st);
+  validate_plan(g, p);
+  EXPECT_EQ(st.arena_bytes, 2 * 256);
+  EXPECT_EQ(st.max_live_bytes, 2 * 256);
+  EXPECT_DOUBLE_EQ(st.fragmentation, 0.0);
+  PlanStats none;
+  plan_memory(g, AllocMode::none, &none);
+  EXPECT_EQ(none.arena_bytes, 10 * 256);
+}
+
+// Training graphs of the small nets: every mode validates, and losses and gradients are
+// bitwise identical to mode none.
+TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
+  for (int which = 0; which < 3; ++which) {
+    Model m = which == 0 ? build_mlp(8, 16, 32, 4) : which == 1 ? build_small_cnn(4, 8, 4, 3) : build_lstm(4, 3, 5, 6, 2, 4);
+    const Graph& fwd = m.builder.graph();
+    for (int mirror : {0, 1}) {
+      TrainingGraph tg = build_training_graph(fwd, m.loss, MirrorPlan(fwd.size(), mirror));
+      Tensor data(fwd.node(fwd.find(m.data)).outputs[0]), labels(fwd.node(fwd.find(m.labels)).outputs[0]);
+      fill_normal(data, 3);
+      fill_ints(labels, 4, fwd.type(m.logits).shape[1]);
+      std::vector<Tensor> ref;
+      int64_t none_bytes = 0;
+      for (AllocMode mode : {AllocMode::none, AllocMode::inplace, AllocMode::share}) {
+        PlanStats st;
+        MemoryPlan plan = plan_memory(tg.graph, mode, &st);
+        ASSERT_NO_THROW(validate_plan(tg.graph, plan)) << which << " " << alloc_mode_name(mode);
+        ParamStore params(fwd, m.builder.params(), 9);
+        Executor ex(tg.graph, plan);
+        EXPECT_EQ(ex.allocated_bytes(), plan.arena_bytes);
+        params.bind(ex);
+        ex.bind(m.data, data.view());
+        ex.bind(m.labels, labels.view());
+        ex.run();
+        std::vector<Tensor> out;
+        for (const EntryRef& e : tg.graph.outputs) {
+          TensorView v = ex.entry(e);
+          Tensor t(v.type);
+          std::memcpy(t.data(), v.data, v.bytes());
+          out.push_back(std::move(t));
+        }
+        if (mode == AllocMode::none) {
+          ref = std::move(out);
+          none_bytes = st.feature_map_bytes;
+          continue;
+        }
+        for (size_t k = 0; k < out.size(); ++k)
+          EXPECT_TRUE(bitwise_equal(out[k], ref[k])) << "net " << which << " mode " << alloc_mode_name(mode) << " output " << k;
+        if (mode == AllocMode::share) EXPECT_LT(st.feature_map_bytes, none_bytes);
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, UnknownModeIsAClearError) {
+  try {
+    parse_alloc_mode("shared");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected none, inplace or share"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mnemo::test
