@@ -34,6 +34,8 @@ EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double mo
   EntryRef beta = param(name + "/beta", {c}, {ParamInit::zeros, 0});
   EntryRef rmean = param(name + "/running_mean", {c}, {ParamInit::zeros, 0}, false);
   EntryRef rvar = param(name + "/running_var", {c}, {ParamInit::ones, 0}, false);
+  if (!training_)
+    return g_.add1("batch_norm", {x, gamma, beta, rmean, rvar}, {{"eps", eps}, {"training", false}}, name);
   const int bn = g_.add("batch_norm", {x, gamma, beta}, {{"eps", eps}, {"training", true}}, name);
   const int st = g_.add("batch_norm_stats", {rmean, rvar, {bn, 1}, {bn, 2}},
                         {{"momentum", momentum}, {"eps", eps}, {"count", count}}, name + "/stats");

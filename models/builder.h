@@ -25,6 +25,8 @@ struct ParamSpec {
 class ModelBuilder {
  public:
   explicit ModelBuilder(DType dtype = DType::f32) : dtype_(dtype) {}
+  // false: batch_norm uses running statistics (evaluation graphs); no statistics updates.
+  void set_training(bool training) { training_ = training; }
 
   Graph& graph() { return g_; }
   const Graph& graph() const { return g_; }
@@ -49,6 +51,7 @@ class ModelBuilder {
 
  private:
   DType dtype_;
+  bool training_ = true;
   Graph g_;
   std::vector<ParamSpec> params_;
 };

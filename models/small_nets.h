@@ -23,7 +23,7 @@ Model build_small_cnn(int64_t n, int64_t s, int64_t c, int64_t classes, DType dt
 
 // data[T,N,D] -> `layers` LSTM layers of `hidden` units unrolled over T steps (weights shared
 // across steps; gates from fully_connected, split, sigmoid, tanh, mul, add) -> per-step
-// fc(classes) + softmax CE against labels[T,N]; loss = sum over steps.
+// fc(classes) + softmax CE against labels[T,N]; loss = mean over steps (models/lstm.h).
 Model build_lstm(int64_t t, int64_t n, int64_t d, int64_t hidden, int64_t layers, int64_t classes,
                  DType dtype = DType::f32);
 

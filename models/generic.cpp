@@ -1,0 +1,83 @@
+// Generic graph builder (see generic.h).
+#include "models/generic.h"
+
+#include <unordered_map>
+
+namespace mnemo {
+
+namespace {
+EntryRef resolve(const Graph& g, const std::string& ref, const std::string& where, const std::string& node) {
+  std::string name = ref;
+  int index = 0;
+  if (auto colon = ref.rfind(':'); colon != std::string::npos && g.find(ref) < 0) {
+    name = ref.substr(0, colon);
+    try {
+      index = std::stoi(ref.substr(colon + 1));
+    } catch (...) {
+      MNEMO_FAIL() << where << ": node '" << node << "': input '" << ref << "' has a bad output index";
+    }
+  }
+  const int id = g.find(name);
+  MNEMO_CHECK(id >= 0) << where << ": node '" << node << "': input '" << ref << "' names no input, param or node";
+  MNEMO_CHECK(index >= 0 && index < static_cast<int>(g.node(id).outputs.size()))
+      << where << ": node '" << node << "': '" << name << "' has " << g.node(id).outputs.size() << " output(s), not " << index;
+  return {id, index};
+}
+}  // namespace
+
+BuiltModel build_graph_model(const GraphModelConfig& c) {
+  BuiltModel m{ModelBuilder(DType::f32), {}, {}};
+  ModelBuilder& b = m.builder;
+  std::unordered_map<std::string, int> index;
+  for (const GraphVarSpec& v : c.inputs) {
+    MNEMO_CHECK(!index.count(v.name)) << v.where << ": duplicate name '" << v.name << "'";
+    index[v.name] = -1;
+    b.input(v.name, v.shape, v.dtype);
+  }
+  for (const GraphVarSpec& p : c.params) {
+    MNEMO_CHECK(!index.count(p.name)) << p.where << ": duplicate name '" << p.name << "'";
+    MNEMO_CHECK(p.dtype == DType::f32) << p.where << ": param '" << p.name << "' must be float32";
+    index[p.name] = -1;
+    b.param(p.name, p.shape, p.init, p.trainable);
+  }
+  MNEMO_CHECK(b.graph().find("data") >= 0 && b.graph().find("labels") >= 0)
+      << c.where << ": model.inputs must declare 'data' and 'labels'";
+  // Order the listed nodes topologically by their named dependencies.
+  for (size_t i = 0; i < c.nodes.size(); ++i) {
+    MNEMO_CHECK(!index.count(c.nodes[i].name)) << c.nodes[i].where << ": duplicate name '" << c.nodes[i].name << "'";
+    index[c.nodes[i].name] = static_cast<int>(i);
+  }
+  std::vector<std::vector<int>> preds(c.nodes.size());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < c.nodes.size(); ++i) {
+    names.push_back(c.nodes[i].name);
+    for (const std::string& in : c.nodes[i].inputs) {
+      std::string base = in.substr(0, in.rfind(':'));
+      auto it = index.find(in);
+      if (it == index.end()) it = index.find(base);
+      MNEMO_CHECK(it != index.end()) << c.nodes[i].where << ": node '" << c.nodes[i].name << "': input '" << in
+                                     << "' names no input, param or node";
+      if (it->second >= 0) preds[i].push_back(it->second);
+    }
+  }
+  for (int i : topological_order(preds, names)) {
+    const GraphNodeSpec& n = c.nodes[i];
+    std::vector<EntryRef> in;
+    for (const std::string& r : n.inputs) in.push_back(resolve(b.graph(), r, n.where, n.name));
+    try {
+      b.graph().add(n.op, in, n.attrs, n.name);
+    } catch (const Error& e) {
+      throw Error(n.where + ": " + e.what());
+    }
+  }
+  const int loss = b.graph().find(c.loss), logits = b.graph().find(c.logits);
+  MNEMO_CHECK(loss >= 0) << c.where << ": model.loss '" << c.loss << "' names no node";
+  MNEMO_CHECK(c.logits.empty() || logits >= 0) << c.where << ": model.logits '" << c.logits << "' names no node";
+  m.loss = {loss, 0};
+  if (logits >= 0) m.logits = {logits, 0};
+  if (logits >= 0) m.all_logits = {m.logits};
+  m.layers = static_cast<int>(c.nodes.size());
+  return m;
+}
+
+}  // namespace mnemo

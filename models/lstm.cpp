@@ -1,0 +1,73 @@
+// LSTM builder (see lstm.h).
+#include "models/lstm.h"
+
+#include <cmath>
+
+namespace mnemo {
+
+BuiltModel build_lstm_model(const LstmConfig& c) {
+  MNEMO_CHECK(c.steps >= 1 && c.batch >= 1 && c.input >= 1 && c.hidden >= 1 && c.layers >= 1)
+      << "lstm: steps, batch, input, hidden and layers must be positive";
+  MNEMO_CHECK(c.classes >= 2) << "model.classes must be at least 2, got " << c.classes;
+  BuiltModel m{ModelBuilder(c.dtype), {}, {}};
+  ModelBuilder& b = m.builder;
+  const int64_t n = c.batch, H = c.hidden;
+  EntryRef x = b.input("data", {c.steps, n, c.input}, c.dtype);
+  EntryRef labels = c.per_step ? b.input("labels", {c.steps, n}, DType::i32) : b.input("labels", {n}, DType::i32);
+
+  std::vector<EntryRef> seq;
+  for (int64_t t = 0; t < c.steps; ++t) {
+    const std::string s = "input/step" + std::to_string(t);
+    EntryRef xt = b.op("slice", {x}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, s + "/slice");
+    seq.push_back(b.op("reshape", {xt}, {{"shape", std::vector<int64_t>{n, c.input}}}, s));
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(H));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string L = "lstm" + std::to_string(l);
+    const int64_t in_dim = b.graph().type(seq[0]).shape[1];
+    EntryRef wx = b.param(L + "/wx", {4 * H, in_dim}, {ParamInit::uniform, bound});
+    EntryRef wh = b.param(L + "/wh", {4 * H, H}, {ParamInit::uniform, bound});
+    EntryRef bias = b.param(L + "/bias", {4 * H}, {ParamInit::uniform, bound});
+    EntryRef h, cell;
+    for (int64_t t = 0; t < c.steps; ++t) {
+      const std::string s = L + "/step" + std::to_string(t);
+      EntryRef gates = b.op("fully_connected", {seq[t], wx, bias}, {}, s + "/gates_x");
+      if (t > 0) gates = b.op("add", {gates, b.op("fully_connected", {h, wh}, {}, s + "/gates_h")}, {}, s + "/gates");
+      auto parts = b.op_n("split", {gates}, {{"axis", int64_t{1}}, {"parts", int64_t{4}}}, s + "/split");
+      EntryRef i = b.op("sigmoid", {parts[0]}, {}, s + "/i");
+      EntryRef f = b.op("sigmoid", {parts[1]}, {}, s + "/f");
+      EntryRef g = b.op("tanh", {parts[2]}, {}, s + "/g");
+      EntryRef o = b.op("sigmoid", {parts[3]}, {}, s + "/o");
+      EntryRef ig = b.op("mul", {i, g}, {}, s + "/ig");
+      cell = t > 0 ? b.op("add", {b.op("mul", {f, cell}, {}, s + "/fc"), ig}, {}, s + "/c") : ig;
+      h = b.op("mul", {o, b.op("tanh", {cell}, {}, s + "/tanh_c")}, {}, s + "/h");
+      seq[t] = h;
+    }
+  }
+  EntryRef wy = b.param("classifier/weight", {c.classes, H}, {ParamInit::uniform, bound});
+  EntryRef by = b.param("classifier/bias", {c.classes}, {ParamInit::uniform, bound});
+  if (!c.per_step) {
+    m.logits = b.op("fully_connected", {seq.back(), wy, by}, {}, "classifier");
+    m.loss = b.op("softmax_cross_entropy", {m.logits, labels}, {}, "loss");
+    m.all_logits = {m.logits};
+    m.layers = static_cast<int>(c.layers * c.steps + 1);
+    return m;
+  }
+  std::vector<EntryRef> losses;
+  for (int64_t t = 0; t < c.steps; ++t) {
+    const std::string s = "classifier/step" + std::to_string(t);
+    m.logits = b.op("fully_connected", {seq[t], wy, by}, {}, s);
+    m.all_logits.push_back(m.logits);
+    EntryRef yt = b.op("slice", {labels}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, s + "/labels_slice");
+    yt = b.op("reshape", {yt}, {{"shape", std::vector<int64_t>{n}}}, s + "/labels");
+    losses.push_back(b.op("softmax_cross_entropy", {m.logits, yt}, {}, s + "/loss"));
+  }
+  EntryRef sum = losses.size() == 1 ? losses[0] : b.op("add_n", losses, {}, "loss_sum");
+  EntryRef scale = b.op("constant", {}, {{"shape", std::vector<int64_t>{}}, {"dtype", std::string(dtype_name(c.dtype))},
+                                          {"value", 1.0 / static_cast<double>(c.steps)}}, "loss_scale");
+  m.loss = b.op("mul", {sum, scale}, {}, "loss");
+  m.layers = static_cast<int>(c.layers * c.steps + 1);
+  return m;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,153 @@
+// Config files: every shipped config loads and builds; bad input is an error naming
+// file:line:column, the key path and what was expected; a mutation fuzz run never crashes.
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+#include "train/config.h"
+
+namespace mnemo::test {
+namespace {
+
+const std::string kConfigDir = MNEMO_SOURCE_DIR "/configs";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    Config c = parse_config(yaml, "t.yaml");
+    if (c.model_type != "lstm" || c.data.source.find("synthetic") == 0) build_model(c, static_data_shape(c), c.data.batch);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, ShippedConfigsLoadAndBuild) {
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(kConfigDir)) {
+    if (f.path().extension() != ".yaml") continue;
+    ++n;
+    Config c = load_config(f.path().string());
+    if (c.data.source == "text") continue;
+    DataShape ds = static_data_shape(c);
+    BuiltModel m = build_model(c, ds, c.data.batch);
+    EXPECT_TRUE(m.loss.valid()) << f.path();
+    EXPECT_GT(m.builder.graph().size(), 5u) << f.path();
+  }
+  EXPECT_GE(n, 6);
+}
+
+TEST(Config, ReferenceModelsHaveTheirDepths) {
+  Config r20 = load_config(kConfigDir + "/resnet20-fashion-mnist.yaml");
+  EXPECT_EQ(build_model(r20, static_data_shape(r20), 8).layers, 20);
+  Config r56 = load_config(kConfigDir + "/resnet56-cifar.yaml");
+  EXPECT_EQ(build_model(r56, static_data_shape(r56), 8).layers, 56);
+  Config r1000 = load_config(kConfigDir + "/resnet1000-imagenet.yaml");
+  EXPECT_EQ(build_model(r1000, static_data_shape(r1000), 32).layers, 1001);
+  Config lstm = load_config(kConfigDir + "/lstm-paper.yaml");
+  BuiltModel m = build_model(lstm, static_data_shape(lstm), lstm.data.batch);
+  EXPECT_EQ(m.builder.graph().type(m.all_logits[0]), (TensorType{DType::f32, {64, 5000}}));
+  EXPECT_EQ(m.all_logits.size(), 64u);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* where;    // "line:col" expected in the message
+  const char* message;  // substring expected in the message
+};
+
+TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
+  const std::string base = "data: {source: synthetic, shape: [3, 8, 8], classes: 4, batch: 2}\ntrain: {steps: 1}\n";
+  const BadCase cases[] = {
+      {"model:\n  type: resnet\n  dept: 20\n", "t.yaml:3:3", "model.dept: expected a known key"},
+      {"model:\n  type: resnet\n  depth: twenty\n", "t.yaml:3:10", "model.depth: expected an integer, got 'twenty'"},
+      {"model:\n  type: resnet\n  depth: 21\n", "t.yaml:2:3", "6n+2"},
+      {"model:\n  type: transformer\n", "t.yaml:2:9", "model.type: expected one of resnet, lstm, graph"},
+      {"model:\n  type: resnet\n  style: imagenet\n  depth: 77\n", "t.yaml:", "give model.blocks"},
+      {"model: [1, 2]\n", "t.yaml:1:8", "model: expected a mapping"},
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a number >= 0"},
+      {"model:\n  type: resnet\n  depth: 20\nmemory: shared\n", "t.yaml:4:9", "memory: expected one of none, inplace, share"},
+      {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
+      {"model:\n  type: resnet\n  depth: 20\n  blocks: [1, 2]\n", "t.yaml:", "cifar ResNet takes depth"},
+      {"model:\n  type: resnet\n  depth: 20\n  x: [1, 2\n", "t.yaml:", "invalid YAML"},
+  };
+  for (const BadCase& bc : cases) {
+    std::string yaml = bc.yaml;
+    if (yaml.find("train:") == std::string::npos && yaml.find("[1, 2\n") == std::string::npos) yaml += base;
+    else if (yaml.find("[1, 2\n") == std::string::npos) yaml += "data: {source: synthetic, shape: [3, 8, 8], classes: 4, batch: 2}\n";
+    const std::string err = error_of(yaml);
+    EXPECT_NE(err.find(bc.where), std::string::npos) << "expected " << bc.where << " in: " << err << "\nfor:\n" << yaml;
+    EXPECT_NE(err.find(bc.message), std::string::npos) << "expected '" << bc.message << "' in: " << err << "\nfor:\n" << yaml;
+  }
+}
+
+TEST(Config, GenericGraphErrorsNameTheNode) {
+  std::string g = read(kConfigDir + "/mlp-graph.yaml");
+  std::string bad = g;
+  bad.replace(bad.find("inputs: [h2, a1]"), 16, "inputs: [h2, a9]");
+  EXPECT_NE(error_of(bad).find("node 'sum': input 'a9' names no input, param or node"), std::string::npos) << error_of(bad);
+  bad = g;
+  bad.replace(bad.find("op: tanh"), 8, "op: tanhh");
+  EXPECT_NE(error_of(bad).find("model.nodes[3].op: expected a registered op"), std::string::npos) << error_of(bad);
+  bad = g;
+  bad.replace(bad.find("w2: {shape: [64, 32]"), 20, "w2: {shape: [64, 31]");
+  const std::string e = error_of(bad);
+  EXPECT_NE(e.find("mlp"), std::string::npos == 0 ? 0 : 0);
+  EXPECT_NE(e.find("node 'h2'"), std::string::npos) << e;
+  bad = g;
+  bad.replace(bad.find("inputs: [data, w1, b1]"), 22, "inputs: [sum, w1, b1]");
+  EXPECT_NE(error_of(bad).find("cycle"), std::string::npos) << error_of(bad);
+}
+
+// Mutations of valid configs (byte flips, deletions, duplicated lines, swapped values): loading
+// and building either succeed or throw mnemo::Error; nothing else escapes and nothing crashes.
+TEST(Config, MutationFuzzOnlyEverThrowsMnemoErrors) {
+  std::vector<std::string> seeds;
+  for (const auto& f : std::filesystem::directory_iterator(kConfigDir))
+    if (f.path().extension() == ".yaml" && f.path().filename() != "resnet1000-imagenet.yaml") seeds.push_back(read(f.path()));
+  std::mt19937 rng(7);
+  const std::string alphabet = " :-[]{},#\n\t\"'0123456789abcxyz.e";
+  int errors = 0, ok = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits && !s.empty(); ++k) {
+      const size_t pos = rng() % s.size();
+      switch (rng() % 4) {
+        case 0: s[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: s.erase(pos, 1 + rng() % 8); break;
+        case 2: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        default: {
+          const size_t a = s.rfind('\n', pos), b = s.find('\n', pos);
+          if (a != std::string::npos && b != std::string::npos) s.insert(b, s.substr(a, b - a));
+        }
+      }
+    }
+    try {
+      Config c = parse_config(s, "fuzz.yaml");
+      if (c.data.source.find("synthetic") == 0 && c.data.batch <= 256) {
+        DataShape ds = static_data_shape(c);
+        if (numel(ds.sample) * c.data.batch < (1 << 22)) build_model(c, ds, c.data.batch);
+      }
+      ++ok;
+    } catch (const Error& e) {
+      ++errors;
+      EXPECT_NE(std::string(e.what()).find("fuzz.yaml"), std::string::npos) << "error without the file name: " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "non-mnemo exception " << e.what() << " for:\n" << s;
+    }
+  }
+  EXPECT_GT(errors, 500);
+  EXPECT_GT(ok, 100);
+}
+
+}  // namespace
+}  // namespace mnemo::test

@@ -1,0 +1,384 @@
+// Config loading (yaml-cpp) with file:line:column errors and unknown-key detection.
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace mnemo {
+namespace {
+
+// A YAML mapping with its file and key path; typed reads record the keys used, finish() rejects
+// the rest.
+class Section {
+ public:
+  // An absent or empty (null) section reads as a mapping with no keys.
+  Section(YAML::Node node, std::string file, std::string path) : n_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+    if (!n_.IsDefined() || n_.IsNull()) n_ = YAML::Node(YAML::NodeType::Undefined);
+    else if (!n_.IsMap()) fail(n_, path_, "a mapping of keys", text(n_));
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& expected, const std::string& got = "") const {
+    const YAML::Mark m = at.Mark();
+    std::ostringstream os;
+    os << file_;
+    if (m.line >= 0) os << ':' << m.line + 1 << ':' << m.column + 1;
+    os << ": " << key << ": expected " << expected;
+    if (!got.empty()) os << ", got " << got;
+    throw Error(os.str());
+  }
+  std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+  std::string text(const YAML::Node& v) const {
+    if (v.IsScalar()) return "'" + v.Scalar() + "'";
+    return v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "nothing";
+  }
+
+  bool has(const std::string& k) {
+    used_.insert(k);
+    return n_.IsDefined() && n_[k].IsDefined();
+  }
+  // The value at k, or an undefined node (falsy) when the key or the whole section is absent.
+  YAML::Node raw(const std::string& k) {
+    used_.insert(k);
+    if (!n_.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node v = n_[k];
+    return v.IsDefined() ? v : YAML::Node(YAML::NodeType::Undefined);
+  }
+  Section section(const std::string& k) {
+    YAML::Node v = raw(k);
+    return Section(v, file_, key(k));
+  }
+  Section require_section(const std::string& k) {
+    YAML::Node v = raw(k);
+    if (!v || v.IsNull()) fail(n_, key(k), "a section '" + k + "'", "none");
+    return Section(v, file_, key(k));
+  }
+
+  template <class T>
+  T scalar(const std::string& k, const YAML::Node& v, const char* expected) const {
+    if (!v.IsScalar()) fail(v, key(k), expected, text(v));
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, key(k), expected, text(v));
+    }
+  }
+  int64_t get_int(const std::string& k, int64_t dflt, int64_t min = INT64_MIN) {
+    YAML::Node v = raw(k);
+    if (!v) return dflt;
+    const int64_t x = scalar<int64_t>(k, v, "an integer");
+    if (x < min) fail(v, key(k), "an integer >= " + std::to_string(min), text(v));
+    return x;
+  }
+  double get_float(const std::string& k, double dflt, double min = -1e300) {
+    YAML::Node v = raw(k);
+    if (!v) return dflt;
+    const double x = scalar<double>(k, v, "a number");
+    if (!(x >= min)) fail(v, key(k), "a number >= " + std::to_string(min), text(v));
+    return x;
+  }
+  bool get_bool(const std::string& k, bool dflt) {
+    YAML::Node v = raw(k);
+    if (!v) return dflt;
+    return scalar<bool>(k, v, "true or false");
+  }
+  std::string get_string(const std::string& k, const std::string& dflt, const std::vector<std::string>& allowed = {}) {
+    YAML::Node v = raw(k);
+    if (!v) return dflt;
+    std::string s = scalar<std::string>(k, v, "a string");
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      fail(v, key(k), "one of " + list, text(v));
+    }
+    return s;
+  }
+  std::vector<int64_t> get_ints(const std::string& k, std::vector<int64_t> dflt, int64_t min = INT64_MIN) {
+    YAML::Node v = raw(k);
+    if (!v) return dflt;
+    if (!v.IsSequence()) fail(v, key(k), "a list of integers", text(v));
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const int64_t x = scalar<int64_t>(k + "[" + std::to_string(i) + "]", v[i], "an integer");
+      if (x < min) fail(v[i], key(k) + "[" + std::to_string(i) + "]", "an integer >= " + std::to_string(min), text(v[i]));
+      out.push_back(x);
+    }
+    return out;
+  }
+  // Rejects keys that were never read, naming the known ones.
+  void finish() const {
+    if (!n_.IsDefined()) return;
+    for (auto it = n_.begin(); it != n_.end(); ++it) {
+      const std::string k = it->first.as<std::string>();
+      if (used_.count(k)) continue;
+      std::string known;
+      for (const auto& u : used_) known += (known.empty() ? "" : ", ") + u;
+      fail(it->first, key(k), "a known key (" + known + ")", "unknown key '" + k + "'");
+    }
+  }
+  const YAML::Node& node() const { return n_; }
+  const std::string& file() const { return file_; }
+  std::string where(const YAML::Node& at) const {
+    const YAML::Mark m = at.Mark();
+    return file_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  }
+
+ private:
+  YAML::Node n_;
+  std::string file_, path_;
+  std::set<std::string> used_;
+};
+
+AttrValue attr_value(Section& s, const std::string& k, const YAML::Node& v) {
+  if (v.IsSequence()) {
+    std::vector<int64_t> xs;
+    for (size_t i = 0; i < v.size(); ++i) xs.push_back(s.scalar<int64_t>(k, v[i], "a list of integers"));
+    return xs;
+  }
+  if (!v.IsScalar()) s.fail(v, s.key(k), "a number, boolean, string or list of integers", s.text(v));
+  const std::string t = v.Scalar();
+  if (t == "true" || t == "false") return t == "true";
+  try {
+    size_t pos = 0;
+    const long long i = std::stoll(t, &pos);
+    if (pos == t.size()) return static_cast<int64_t>(i);
+  } catch (...) {
+  }
+  try {
+    size_t pos = 0;
+    const double d = std::stod(t, &pos);
+    if (pos == t.size()) return d;
+  } catch (...) {
+  }
+  return t;
+}
+
+GraphVarSpec var_spec(Section& parent, const std::string& group, const YAML::Node& name_node, const YAML::Node& body, bool param) {
+  Section s(body, parent.file(), parent.key(group) + "." + name_node.as<std::string>());
+  GraphVarSpec v;
+  v.name = name_node.as<std::string>();
+  v.where = parent.where(name_node);
+  std::vector<int64_t> shape = s.get_ints("shape", {}, 0);
+  if (!s.has("shape")) s.fail(body, s.key("shape"), "a shape (list of integers)", "none");
+  v.shape.assign(shape.begin(), shape.end());
+  v.dtype = parse_dtype(s.get_string("dtype", "float32", {"float32", "int32", "float64"}));
+  if (param) {
+    const std::string init = s.get_string("init", "normal", {"zeros", "ones", "normal", "uniform"});
+    v.init.kind = init == "zeros" ? ParamInit::zeros : init == "ones" ? ParamInit::ones
+                : init == "normal" ? ParamInit::normal : ParamInit::uniform;
+    v.init.scale = s.get_float("scale", 0.1, 0.0);
+    v.trainable = s.get_bool("trainable", true);
+  }
+  s.finish();
+  return v;
+}
+
+void parse_model(Section& m, Config& c) {
+  c.model_type = m.get_string("type", "", {"resnet", "lstm", "graph"});
+  if (c.model_type.empty()) m.fail(m.node(), m.key("type"), "resnet, lstm or graph", "none");
+  if (c.model_type == "resnet") {
+    ResNetConfig& r = c.resnet;
+    r.style = m.get_string("style", "cifar", {"cifar", "imagenet"});
+    r.depth = static_cast<int>(m.get_int("depth", r.style == "cifar" ? 20 : 50, 1));
+    for (int64_t b : m.get_ints("blocks", {}, 1)) r.blocks.push_back(static_cast<int>(b));
+    r.block = m.get_string("block", "", {"basic", "bottleneck"});
+    r.width_base = m.get_int("width", 0, 1);
+    try {
+      resnet_blocks(r);
+    } catch (const Error& e) {
+      m.fail(m.node(), m.key("depth"), std::string("a valid ResNet shape (") + e.what() + ")");
+    }
+  } else if (c.model_type == "lstm") {
+    LstmConfig& l = c.lstm;
+    l.layers = m.get_int("layers", 1, 1);
+    l.hidden = m.get_int("hidden", 128, 1);
+    l.steps = m.get_int("steps", 0, 0);  // 0: from the data
+    l.per_step = m.get_bool("per_step", false);
+  } else {
+    GraphModelConfig& g = c.graph;
+    g.where = m.where(m.node());
+    YAML::Node inputs = m.raw("inputs");
+    if (!inputs || !inputs.IsMap()) m.fail(m.node(), m.key("inputs"), "a mapping name -> {shape, dtype}", inputs ? m.text(inputs) : "none");
+    for (auto it = inputs.begin(); it != inputs.end(); ++it) g.inputs.push_back(var_spec(m, "inputs", it->first, it->second, false));
+    YAML::Node params = m.raw("params");
+    if (params && !params.IsMap()) m.fail(params, m.key("params"), "a mapping name -> {shape, init, scale}", m.text(params));
+    if (params)
+      for (auto it = params.begin(); it != params.end(); ++it) g.params.push_back(var_spec(m, "params", it->first, it->second, true));
+    YAML::Node nodes = m.raw("nodes");
+    if (!nodes || !nodes.IsSequence()) m.fail(m.node(), m.key("nodes"), "a list of nodes", nodes ? m.text(nodes) : "none");
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Section s(nodes[i], m.file(), m.key("nodes") + "[" + std::to_string(i) + "]");
+      GraphNodeSpec n;
+      n.where = m.where(nodes[i]);
+      n.name = s.get_string("name", "");
+      n.op = s.get_string("op", "");
+      if (n.name.empty()) s.fail(nodes[i], s.key("name"), "a node name", "none");
+      if (n.op.empty()) s.fail(nodes[i], s.key("op"), "an op name (see `mnemo ops`)", "none");
+      if (!op_registry().find(n.op)) s.fail(s.raw("op"), s.key("op"), "a registered op (see `mnemo ops`)", "'" + n.op + "'");
+      YAML::Node ins = s.raw("inputs");
+      if (ins && !ins.IsSequence()) s.fail(ins, s.key("inputs"), "a list of names", s.text(ins));
+      if (ins)
+        for (size_t k = 0; k < ins.size(); ++k) n.inputs.push_back(s.scalar<std::string>("inputs", ins[k], "a name"));
+      Section a = s.section("attrs");
+      if (a.node().IsDefined())
+        for (auto it = a.node().begin(); it != a.node().end(); ++it)
+          n.attrs[it->first.as<std::string>()] = attr_value(a, it->first.as<std::string>(), it->second);
+      n.mirror = static_cast<int>(s.get_int("mirror", -1, 0));
+      if (n.mirror >= 0) c.mirror[n.name] = n.mirror;
+      s.finish();
+      g.nodes.push_back(std::move(n));
+    }
+    g.loss = m.get_string("loss", "");
+    if (g.loss.empty()) m.fail(m.node(), m.key("loss"), "the name of the loss node", "none");
+    g.logits = m.get_string("logits", "");
+  }
+  Section mir = m.section("mirror");
+  if (mir.node().IsDefined())
+    for (auto it = mir.node().begin(); it != mir.node().end(); ++it)
+      c.mirror[it->first.as<std::string>()] = static_cast<int>(mir.get_int(it->first.as<std::string>(), 0, 0));
+  m.finish();
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": invalid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw Error(name + ": the config is empty (expected model, data, ... sections)");
+  Config c;
+  c.file = name;
+  try {
+    Section top(root, name, "");
+    Section model = top.require_section("model");
+    parse_model(model, c);
+
+    Section d = top.require_section("data");
+    DataConfig& data = c.data;
+    data.source = d.get_string("source", "synthetic", {"synthetic", "synthetic-seq", "fashion-mnist", "fashion-mnist-rows", "cifar10", "text"});
+    data.path = d.get_string("path", data.source.rfind("fashion-mnist", 0) == 0 ? "/usr/share/datasets/fashion-mnist" : "");
+    if ((data.source == "cifar10" || data.source == "text") && data.path.empty())
+      d.fail(d.node(), d.key("path"), data.source == "text" ? "the text file to read" : "the directory of the CIFAR-10 binary files", "none");
+    data.batch = d.get_int("batch", 64, 1);
+    data.eval_batch = d.get_int("eval_batch", 0, 0);
+    std::vector<int64_t> shape = d.get_ints("shape", {}, 1);
+    data.shape.assign(shape.begin(), shape.end());
+    if (data.source.rfind("synthetic", 0) == 0 && data.shape.empty() && c.model_type != "graph")
+      d.fail(d.node(), d.key("shape"), "the per-example shape of synthetic data, e.g. [3, 32, 32]", "none");
+    data.classes = d.get_int("classes", 10, 2);
+    data.size = d.get_int("size", 50000, 1);
+    data.eval_size = d.get_int("eval_size", 10000, 0);
+    data.steps = d.get_int("steps", 0, 0);
+    if (data.source == "text" && data.steps < 1) d.fail(d.node(), d.key("steps"), "the number of characters per sequence (>= 1)", "none");
+    data.eval = d.get_bool("eval", true);
+    d.finish();
+
+    Section o = top.section("optimizer");
+    c.optimizer.type = o.get_string("type", "sgd", {"sgd"});
+    c.optimizer.lr = o.get_float("lr", 0.1, 0.0);
+    c.optimizer.momentum = o.get_float("momentum", 0.9, 0.0);
+    c.optimizer.weight_decay = o.get_float("weight_decay", 0.0, 0.0);
+    o.finish();
+
+    Section s = top.section("schedule");
+    c.schedule.type = s.get_string("type", "constant", {"constant", "step", "cosine"});
+    c.schedule.warmup_steps = s.get_int("warmup_steps", 0, 0);
+    c.schedule.milestones = s.get_ints("milestones", {}, 1);
+    c.schedule.gamma = s.get_float("gamma", 0.1, 0.0);
+    c.schedule.min_lr = s.get_float("min_lr", 0.0, 0.0);
+    if (c.schedule.type == "step" && c.schedule.milestones.empty())
+      s.fail(s.node(), s.key("milestones"), "the steps at which a step schedule multiplies lr by gamma", "none");
+    s.finish();
+
+    Section t = top.section("train");
+    c.run.steps = t.get_int("steps", 0, 1);
+    c.run.epochs = t.get_int("epochs", 0, 1);
+    if ((c.run.steps > 0) == (c.run.epochs > 0))
+      t.fail(t.node().IsDefined() ? t.node() : root, t.key("steps"), "exactly one of train.steps or train.epochs");
+    c.run.log_every = t.get_int("log_every", 10, 1);
+    c.run.eval_every = t.get_int("eval_every", 0, 0);
+    c.run.seed = static_cast<uint64_t>(t.get_int("seed", 1, 0));
+    c.run.threads = static_cast<int>(t.get_int("threads", 0, 0));
+    c.run.metrics = t.get_string("metrics", "");
+    t.finish();
+
+    c.memory = top.get_string("memory", "share", {"none", "inplace", "share"});
+    c.device = top.get_string("device", "cpu", {"cpu", "cuda"});
+    Section k = top.section("checkpoint");
+    c.checkpoint.dir = k.get_string("dir", "");
+    c.checkpoint.every = k.get_int("every", 0, 0);
+    k.finish();
+    top.finish();
+  } catch (const YAML::Exception& e) {
+    throw Error(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path);
+  MNEMO_CHECK(in) << "cannot open config file '" << path << "'";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+DataShape static_data_shape(const Config& c) {
+  const DataConfig& d = c.data;
+  if (d.source == "fashion-mnist") return {{1, 28, 28}, 10, false};
+  if (d.source == "fashion-mnist-rows") return {{28, 28}, 10, false};
+  if (d.source == "cifar10") return {{3, 32, 32}, 10, false};
+  if (d.source == "synthetic" && d.shape.empty() && c.model_type == "graph") {
+    for (const GraphVarSpec& v : c.graph.inputs)
+      if (v.name == "data") {
+        MNEMO_CHECK(!v.shape.empty() && v.shape[0] == d.batch)
+            << c.file << ": model.inputs.data.shape must start with the batch size data.batch = " << d.batch
+            << ", got " << shape_str(v.shape);
+        return {Shape(v.shape.begin() + 1, v.shape.end()), d.classes, false};
+      }
+  }
+  if (d.source == "synthetic") return {d.shape, d.classes, false};
+  if (d.source == "synthetic-seq") return {d.shape, d.classes, c.model_type == "lstm" && c.lstm.per_step};
+  MNEMO_FAIL() << c.file << ": data.source '" << d.source << "' has no static shape (its vocabulary comes from the file)";
+}
+
+BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool training) {
+  const auto where = [&]() { return c.file + ": "; };
+  try {
+    if (c.model_type == "resnet") {
+      MNEMO_CHECK(ds.sample.size() == 3) << "model.type resnet needs image data [C,H,W], data gives " << shape_str(ds.sample);
+      ResNetConfig r = c.resnet;
+      r.batch = batch;
+      r.channels = ds.sample[0], r.height = ds.sample[1], r.width = ds.sample[2];
+      r.classes = ds.classes;
+      r.training = training;
+      return build_resnet(r);
+    }
+    if (c.model_type == "lstm") {
+      MNEMO_CHECK(ds.sample.size() == 2) << "model.type lstm needs sequence data [T,D], data gives " << shape_str(ds.sample);
+      LstmConfig l = c.lstm;
+      MNEMO_CHECK(l.steps == 0 || l.steps == ds.sample[0])
+          << "model.steps (" << l.steps << ") differs from the data's sequence length " << ds.sample[0];
+      l.steps = ds.sample[0];
+      l.input = ds.sample[1];
+      l.batch = batch;
+      l.classes = ds.classes;
+      MNEMO_CHECK(l.per_step == ds.per_step_labels || c.data.source == "synthetic-seq")
+          << "model.per_step is " << (l.per_step ? "true" : "false") << " but data.source " << c.data.source
+          << (ds.per_step_labels ? " labels every step" : " labels whole sequences");
+      return build_lstm_model(l);
+    }
+    MNEMO_CHECK(batch == c.data.batch || training) << "a generic graph evaluates at its training batch only";
+    return build_graph_model(c.graph);
+  } catch (const Error& e) {
+    throw Error(where() + e.what());
+  }
+}
+
+}  // namespace mnemo

@@ -1,0 +1,93 @@
+// Training configuration files (YAML): model, data, optimiser, schedule, memory mode, device,
+// steps or epochs, checkpointing. Loading validates everything: an unknown key, a wrong type or an
+// impossible value is a mnemo::Error of the form
+//   "configs/x.yaml:12:5: model.depth: expected an integer 6n+2, got 21"
+// i.e. file:line:column, the key path and what was expected. Nothing is silently defaulted
+// except the documented defaults below (docs/CONFIG.md lists every key).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/generic.h"
+#include "models/lstm.h"
+#include "models/resnet.h"
+
+namespace mnemo {
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | fashion-mnist | fashion-mnist-rows | cifar10 | text | synthetic-seq
+  std::string path;                  // directory (fashion-mnist, cifar10) or file (text)
+  int64_t batch = 64;
+  int64_t eval_batch = 0;            // 0: same as batch
+  Shape shape;                       // synthetic: per-example shape, e.g. [3, 32, 32] or [T, D]
+  int64_t classes = 10;              // synthetic
+  int64_t size = 50000;              // synthetic: examples per epoch
+  int64_t eval_size = 10000;         // synthetic: test examples
+  int64_t steps = 0;                 // text: characters per sequence
+  bool eval = true;                  // evaluate accuracy on the test split at the end
+};
+
+struct OptimizerConfig {
+  std::string type = "sgd";
+  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | step | cosine
+  int64_t warmup_steps = 0;       // linear warm-up from lr/100... see docs/CONFIG.md
+  std::vector<int64_t> milestones;  // step: steps at which lr *= gamma
+  double gamma = 0.1;
+  double min_lr = 0.0;            // cosine floor
+};
+
+struct RunConfig {
+  int64_t steps = 0;   // exactly one of steps / epochs
+  int64_t epochs = 0;
+  int64_t log_every = 10;
+  int64_t eval_every = 0;  // 0: only at the end
+  uint64_t seed = 1;
+  int threads = 0;         // 0: all cores
+  std::string metrics;     // JSON-lines file ("" = none)
+};
+
+struct CheckpointConfig {
+  std::string dir;        // "" = no checkpoints
+  int64_t every = 0;      // steps between checkpoints (0: only at the end)
+};
+
+struct Config {
+  std::string file;
+  std::string model_type;  // resnet | lstm | graph
+  ResNetConfig resnet;
+  LstmConfig lstm;
+  GraphModelConfig graph;
+  std::map<std::string, int> mirror;  // per-node mirror counts (override any planner)
+  DataConfig data;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  RunConfig run;
+  std::string memory = "share";
+  std::string device = "cpu";
+  CheckpointConfig checkpoint;
+};
+
+Config load_config(const std::string& path);
+// Parses YAML text; `name` is used as the file name in errors.
+Config parse_config(const std::string& text, const std::string& name);
+
+// What the data source provides: per-example shape ([C,H,W], or [T,D] for sequences) and classes.
+struct DataShape {
+  Shape sample;
+  int64_t classes = 0;
+  bool per_step_labels = false;  // labels [T] per example (next-character prediction)
+};
+// The data shape known without reading data (synthetic, fashion-mnist, cifar10); text sources
+// need their file (train/ resolves them through the data layer).
+DataShape static_data_shape(const Config& c);
+
+// The forward model a config describes for `batch` examples of `shape`; training = false gives
+// BatchNorm in inference mode (running statistics) for evaluation.
+BuiltModel build_model(const Config& c, const DataShape& shape, int64_t batch, bool training = true);
+
+}  // namespace mnemo
