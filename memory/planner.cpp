@@ -63,28 +63,41 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
   return top;
 }
 
-MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats) {
+MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& persistent) {
   const auto t0 = std::chrono::steady_clock::now();
-  const Liveness l = analyze_liveness(g, mode != AllocMode::none);
+  Liveness l = analyze_liveness(g, mode != AllocMode::none);
+  std::vector<bool> is_persistent(l.buffers.size(), false);
+  for (const EntryRef& e : persistent)
+    if (const int b = l.entry_buffer.at(e.node).at(e.index); b >= 0) is_persistent[b] = true;
   std::vector<int64_t> offsets(l.buffers.size(), -1);
   int64_t feature = 0, arena = 0;
   if (mode == AllocMode::share) {
     // Entries alone give feature_map_bytes; workspace is then packed into the gaps and above.
-    std::vector<Buffer> entries;
-    std::vector<size_t> entry_ids;
-    for (size_t b = 0; b < l.buffers.size(); ++b)
+    std::vector<Buffer> entries, with_ws;
+    std::vector<size_t> entry_ids, ws_ids;
+    for (size_t b = 0; b < l.buffers.size(); ++b) {
+      if (is_persistent[b]) continue;
       if (!l.buffers[b].workspace) entries.push_back(l.buffers[b]), entry_ids.push_back(b);
+    }
     std::vector<int64_t> eoff;
     feature = pack_intervals(entries, eoff);
+    with_ws = entries;
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (l.buffers[b].workspace) with_ws.push_back(l.buffers[b]), ws_ids.push_back(b);
+    eoff.resize(with_ws.size(), -1);  // entries fixed, workspace into the gaps and above
+    arena = std::max(feature, pack_intervals(with_ws, eoff));
     for (size_t k = 0; k < entry_ids.size(); ++k) offsets[entry_ids[k]] = eoff[k];
-    arena = std::max(feature, pack_intervals(l.buffers, offsets));  // entries fixed, workspace into gaps
+    for (size_t k = 0; k < ws_ids.size(); ++k) offsets[ws_ids[k]] = eoff[entry_ids.size() + k];
   } else {
     for (size_t b = 0; b < l.buffers.size(); ++b)
-      if (!l.buffers[b].workspace) offsets[b] = feature, feature += align_up(l.buffers[b].bytes);
+      if (!l.buffers[b].workspace && !is_persistent[b]) offsets[b] = feature, feature += align_up(l.buffers[b].bytes);
     arena = feature;
     for (size_t b = 0; b < l.buffers.size(); ++b)
       if (l.buffers[b].workspace) offsets[b] = arena, arena += align_up(l.buffers[b].bytes);
   }
+  const int64_t transient = arena;
+  for (size_t b = 0; b < l.buffers.size(); ++b)
+    if (is_persistent[b]) offsets[b] = arena, arena += align_up(l.buffers[b].bytes);
   MemoryPlan plan;
   plan.mode = alloc_mode_name(mode);
   plan.entries.resize(g.size());
@@ -101,9 +114,12 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats) {
   if (stats) {
     stats->feature_map_bytes = feature;
     stats->arena_bytes = arena;
-    stats->workspace_bytes = arena - feature;
+    stats->workspace_bytes = transient - feature;
+    stats->persistent_bytes = arena - transient;
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (is_persistent[b]) l.buffers[b].bytes = 0;  // not part of the transient lower bound
     stats->max_live_bytes = max_live_bytes(l, true);
-    stats->fragmentation = arena ? static_cast<double>(arena - stats->max_live_bytes) / static_cast<double>(arena) : 0.0;
+    stats->fragmentation = transient ? static_cast<double>(transient - stats->max_live_bytes) / static_cast<double>(transient) : 0.0;
     stats->buffers = static_cast<int>(l.buffers.size());
     stats->inplace = l.inplace_count;
     stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -19,15 +19,19 @@ const char* alloc_mode_name(AllocMode m);
 struct PlanStats {
   int64_t feature_map_bytes = 0;  // arena bytes for activations and their gradients
   int64_t workspace_bytes = 0;    // extra arena bytes for op workspace
-  int64_t arena_bytes = 0;        // feature_map_bytes + workspace_bytes: what the executor allocates
-  int64_t max_live_bytes = 0;     // lower bound for the arena (entries + workspace)
-  double fragmentation = 0;       // (arena - max_live) / arena
+  int64_t persistent_bytes = 0;   // the region of `persistent` entries (parameter gradients)
+  int64_t arena_bytes = 0;        // all three: what the executor allocates
+  int64_t max_live_bytes = 0;     // lower bound for feature maps + workspace
+  double fragmentation = 0;       // (feature + workspace - max_live) / (feature + workspace)
   int buffers = 0;
   int inplace = 0;
   double planning_seconds = 0;
 };
 
-MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr);
+// `persistent`: entries (parameter gradients) whose buffers get a region of their own above the
+// feature maps and workspace (ARCHITECTURE.md: gradients of parameters live beside them).
+MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
+                       const std::vector<EntryRef>& persistent = {});
 
 // Offsets for `items` (bytes, [start, end]) such that items live at the same step never overlap;
 // returns the arena size. Items whose offset is already >= 0 stay where they are; the others are

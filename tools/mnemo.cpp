@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "train/demo.h"
 #include "train/inspect.h"
+#include "train/pipeline.h"
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,36 @@ void print_ops() {
   }
 }
 
+int run_plan(const std::string& path, const std::string& modes, bool json) {
+  const mnemo::Config c = mnemo::load_config(path);
+  const mnemo::DataShape ds = mnemo::static_data_shape(c);
+  const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
+  std::vector<mnemo::AllocMode> list;
+  if (modes == "all") list = {mnemo::AllocMode::none, mnemo::AllocMode::inplace, mnemo::AllocMode::share};
+  else list = {mnemo::parse_alloc_mode(modes)};
+  nlohmann::json out = {{"config", path}, {"model", c.model_type}, {"layers", p.model.layers},
+                        {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
+  if (!json)
+    std::printf("%s: %s, %d layers, batch %lld, %zu forward / %zu training nodes\n", path.c_str(), c.model_type.c_str(),
+                p.model.layers, static_cast<long long>(c.data.batch), p.model.builder.graph().size(), p.training.graph.size());
+  if (!json)
+    std::printf("%-8s %12s %12s %12s %12s %12s %12s %12s %7s %8s\n", "mode", "feature_map", "workspace", "params", "param_grad",
+                "optimizer", "total", "max_live", "frag", "plan_s");
+  for (mnemo::AllocMode m : list) {
+    const mnemo::PlannedStep ps = mnemo::plan_pipeline(c, p, m);
+    const mnemo::MemoryReport& r = ps.report;
+    out["modes"].push_back(mnemo::to_json(r));
+    if (!json)
+      std::printf("%-8s %12s %12s %12s %12s %12s %12s %12s %6.2f%% %8.3f\n", r.mode.c_str(), mnemo::format_bytes(r.feature_map_bytes).c_str(),
+                  mnemo::format_bytes(r.workspace_bytes).c_str(), mnemo::format_bytes(r.param_bytes).c_str(),
+                  mnemo::format_bytes(r.param_grad_bytes).c_str(), mnemo::format_bytes(r.optimizer_bytes).c_str(),
+                  mnemo::format_bytes(r.total_bytes).c_str(), mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
+                  r.planning_seconds);
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,10 +95,18 @@ int main(int argc, char** argv) {
   graph->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}))->capture_default_str();
   graph->add_option("--training", mirror, "print the training graph with mirror count m(v) = N for every node (0: plain backprop)")
       ->check(CLI::NonNegativeNumber);
+  auto* plan = app.add_subcommand("plan", "plan a config's training-step memory per allocation mode (shapes only, nothing runs)");
+  std::string plan_config, plan_modes = "all";
+  bool plan_json = false;
+  plan->add_option("config", plan_config, "config file (YAML)")->required()->check(CLI::ExistingFile);
+  plan->add_option("--memory", plan_modes, "none, inplace, share or all")
+      ->check(CLI::IsMember({"none", "inplace", "share", "all"}))->capture_default_str();
+  plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("demo")) return mnemo::run_demo(opt);
+    if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);
       std::cout << (format == "json" ? g.to_json().dump(1) + "\n" : format == "dot" ? g.to_dot() : g.to_text());

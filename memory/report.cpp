@@ -1,0 +1,77 @@
+// Training-step memory plans and their reports.
+#include "memory/report.h"
+
+#include <cstdio>
+
+namespace mnemo {
+
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param) {
+  const Graph& g = tg.graph;
+  std::vector<EntryRef> grads;
+  for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
+  PlanStats st;
+  PlannedStep out;
+  out.plan = plan_memory(g, mode, &st, grads);
+  MemoryReport& r = out.report;
+  r.mode = alloc_mode_name(mode);
+  r.feature_map_bytes = st.feature_map_bytes;
+  r.workspace_bytes = st.workspace_bytes;
+  r.param_grad_bytes = st.persistent_bytes;
+  r.arena_bytes = st.arena_bytes;
+  r.max_live_bytes = st.max_live_bytes;
+  r.fragmentation = st.fragmentation;
+  r.buffers = st.buffers;
+  r.inplace = st.inplace;
+  r.planning_seconds = st.planning_seconds;
+  r.nodes = static_cast<int64_t>(g.size());
+  for (size_t v = 0; v < g.size(); ++v) {
+    const Node& n = g.node(static_cast<int>(v));
+    if (n.is(OpKind::param)) {
+      r.param_bytes += static_cast<int64_t>(n.outputs[0].bytes());
+      if (g.trainable(static_cast<int>(v))) r.optimizer_bytes += optimizer_state_per_param * static_cast<int64_t>(n.outputs[0].bytes());
+    } else if (n.is(OpKind::input)) {
+      r.input_bytes += static_cast<int64_t>(n.outputs[0].bytes());
+    } else if (n.is(OpKind::compute) && n.op->cost) {
+      std::vector<TensorType> in;
+      for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
+      const double f = n.op->cost(n.params.get(), in, n.outputs).flops;
+      r.step_flops += f;
+      if (n.role == NodeRole::recompute) r.recompute_flops += f, ++r.recompute_nodes;
+    }
+  }
+  r.total_bytes = r.feature_map_bytes + r.workspace_bytes + r.param_bytes + r.param_grad_bytes + r.optimizer_bytes + r.input_bytes;
+  return out;
+}
+
+nlohmann::json to_json(const MemoryReport& r) {
+  return {{"mode", r.mode},
+          {"feature_map_bytes", r.feature_map_bytes},
+          {"param_bytes", r.param_bytes},
+          {"param_grad_bytes", r.param_grad_bytes},
+          {"optimizer_bytes", r.optimizer_bytes},
+          {"workspace_bytes", r.workspace_bytes},
+          {"input_bytes", r.input_bytes},
+          {"total_bytes", r.total_bytes},
+          {"max_live_bytes", r.max_live_bytes},
+          {"arena_bytes", r.arena_bytes},
+          {"fragmentation", r.fragmentation},
+          {"planning_seconds", r.planning_seconds},
+          {"nodes", r.nodes},
+          {"recompute_nodes", r.recompute_nodes},
+          {"buffers", r.buffers},
+          {"inplace", r.inplace},
+          {"step_flops", r.step_flops},
+          {"recompute_flops", r.recompute_flops},
+          {"recompute_overhead", r.step_flops > 0 ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0}};
+}
+
+std::string format_bytes(int64_t b) {
+  char buf[32];
+  if (b < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else if (b < (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
+
+}  // namespace mnemo

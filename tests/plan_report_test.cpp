@@ -1,0 +1,81 @@
+// Memory reports of the reference configs: pinned feature_map_bytes per mode (a planner or
+// autograd regression fails here, MXNet's mirror regression went unnoticed for years), the
+// targets' ratios, and the accounting identities of the report.
+#include "test_util.h"
+#include "train/pipeline.h"
+
+namespace mnemo::test {
+namespace {
+
+struct Pinned {
+  const char* config;
+  int64_t none, inplace, share;
+};
+
+// Regenerate with: build/mnemo plan configs/<name>.yaml --json (and explain the change in the commit).
+const Pinned kPinned[] = {
+    {"resnet20-fashion-mnist", 539590144, 319613440, 154195200},
+    {"resnet56-cifar", 968980992, 561082368, 276899072},
+    {"lstm-paper", 20459546368, 10432049920, 569882624},
+    {"lstm-fashion-mnist", 201124352, 111838720, 26222848},
+    {"resnet1000-imagenet", 120706631168, 66339803648, 32987225344},
+};
+
+TEST(PlanReport, PinnedFeatureMapBytesOfReferenceConfigs) {
+  for (const Pinned& p : kPinned) {
+    const Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/" + p.config + ".yaml");
+    const Pipeline pl = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const int64_t want[3] = {p.none, p.inplace, p.share};
+    const AllocMode modes[3] = {AllocMode::none, AllocMode::inplace, AllocMode::share};
+    for (int k = 0; k < 3; ++k) {
+      const MemoryReport r = plan_pipeline(c, pl, modes[k]).report;
+      EXPECT_EQ(r.feature_map_bytes, want[k]) << p.config << " " << r.mode;
+      if (modes[k] == AllocMode::share) {
+        EXPECT_LE(r.fragmentation, 0.02) << p.config;
+        EXPECT_GE(static_cast<double>(p.none) / r.feature_map_bytes, 2.0) << p.config;
+      }
+    }
+  }
+}
+
+TEST(PlanReport, AccountingIdentitiesHold) {
+  const Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/resnet20-fashion-mnist.yaml");
+  const Pipeline pl = build_pipeline(c, static_data_shape(c), 16);
+  const PlannedStep ps = plan_pipeline(c, pl, AllocMode::share);
+  const MemoryReport& r = ps.report;
+  EXPECT_EQ(r.total_bytes, r.feature_map_bytes + r.workspace_bytes + r.param_bytes + r.param_grad_bytes + r.optimizer_bytes + r.input_bytes);
+  EXPECT_EQ(r.arena_bytes, ps.plan.arena_bytes);
+  EXPECT_EQ(r.arena_bytes, r.feature_map_bytes + r.workspace_bytes + r.param_grad_bytes);
+  int64_t trainable = 0, params = 0;
+  for (const ParamSpec& s : pl.model.builder.params()) {
+    const int64_t b = static_cast<int64_t>(pl.model.builder.graph().node(s.node).outputs[0].bytes());
+    params += b;
+    if (s.trainable) trainable += b;
+  }
+  EXPECT_EQ(r.param_bytes, params);
+  EXPECT_EQ(r.optimizer_bytes, trainable);  // SGD with momentum: one velocity per trainable parameter
+  EXPECT_GE(r.param_grad_bytes, trainable);
+  EXPECT_LE(r.max_live_bytes, r.feature_map_bytes + r.workspace_bytes);
+  EXPECT_EQ(r.input_bytes, 16 * 28 * 28 * 4 + 16 * 4);
+  EXPECT_EQ(r.recompute_flops, 0.0);
+  EXPECT_GT(r.step_flops, 3 * 16 * 30e6);  // ~3x the forward's ~40 MFLOP per 28x28 image
+  ASSERT_NO_THROW(validate_plan(pl.training.graph, ps.plan));
+  // Under a mirror plan the report counts the recomputation.
+  Config mc = c;
+  for (const Node& n : pl.model.builder.graph().nodes())
+    if (n.op->name == "relu" || n.op->name == "batch_norm") mc.mirror[n.name] = 1;
+  const Pipeline mp = build_pipeline(mc, static_data_shape(mc), 16);
+  const MemoryReport mr = plan_pipeline(mc, mp, AllocMode::share).report;
+  EXPECT_GT(mr.recompute_flops, 0.0);
+  EXPECT_GT(mr.recompute_nodes, 20);
+  EXPECT_LT(mr.feature_map_bytes, r.feature_map_bytes);
+}
+
+TEST(PlanReport, UnknownMirrorNodeIsAnError) {
+  Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/mlp-graph.yaml");
+  c.mirror["nope"] = 1;
+  EXPECT_THROW(build_pipeline(c, static_data_shape(c), c.data.batch), Error);
+}
+
+}  // namespace
+}  // namespace mnemo::test
