@@ -1,6 +1,7 @@
 // Executor: a short loop over the schedule; all pointer work happens once, in prepare().
 #include "core/executor.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -75,7 +76,13 @@ void Executor::run() {
     KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(),
                       ws.bytes ? arena_.get() + ws.offset : nullptr, static_cast<size_t>(ws.bytes)};
     try {
-      g_.node(id).op->cpu(ctx);
+      if (profile_.empty()) {
+        g_.node(id).op->cpu(ctx);
+      } else {
+        const auto t0 = std::chrono::steady_clock::now();
+        g_.node(id).op->cpu(ctx);
+        profile_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     } catch (const Error& e) {
       throw Error("running node '" + g_.node(id).name + "' (" + g_.node(id).op->name + "): " + e.what());
     }

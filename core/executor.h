@@ -23,6 +23,9 @@ class Executor {
   void run();
 
   TensorView entry(EntryRef e) const;  // valid after run() (or bind, for bound nodes)
+  // Per-node wall time accumulated over runs while profiling is on (seconds, indexed by node).
+  void set_profiling(bool on) { profile_.assign(on ? g_.size() : 0, 0.0); }
+  const std::vector<double>& profile() const { return profile_; }
   const MemoryPlan& plan() const { return plan_; }
   int64_t allocated_bytes() const { return arena_bytes_; }  // what the executor allocated
 
@@ -36,6 +39,7 @@ class Executor {
   std::vector<std::vector<TensorView>> in_;   // [node][input], resolved by prepare()
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
   bool prepared_ = false;
+  std::vector<double> profile_;
 };
 
 }  // namespace mnemo

@@ -7,6 +7,7 @@
 #include "train/demo.h"
 #include "train/inspect.h"
 #include "train/pipeline.h"
+#include "train/session.h"
 
 #include <nlohmann/json.hpp>
 
@@ -102,10 +103,29 @@ int main(int argc, char** argv) {
   plan->add_option("--memory", plan_modes, "none, inplace, share or all")
       ->check(CLI::IsMember({"none", "inplace", "share", "all"}))->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
+  auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
+  mnemo::TrainOptions topt;
+  train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
+  train->add_option("--memory", topt.memory, "allocation mode, overrides the config")->check(CLI::IsMember({"none", "inplace", "share"}));
+  train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")->check(CLI::PositiveNumber);
+  train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
+  train->add_option("--device", topt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  train->add_option("--save-init", topt.save_init, "write the initial weights (safetensors) and exit");
+  train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
+  train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
+  train->add_flag("--profile", topt.profile, "print the time spent per op");
+  auto* grad = app.add_subcommand("grad", "one forward/backward on given weights and batch; writes the loss and every parameter gradient");
+  mnemo::GradOptions gopt;
+  grad->add_option("config", gopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
+  grad->add_option("--weights", gopt.weights, "weights (safetensors; names as docs/FORMATS.md)")->required()->check(CLI::ExistingFile);
+  grad->add_option("--batch", gopt.batch, "batch (safetensors with 'data' and 'labels')")->required()->check(CLI::ExistingFile);
+  grad->add_option("--out", gopt.out, "output file (safetensors: 'loss', 'grad/<param>')")->required();
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("demo")) return mnemo::run_demo(opt);
+    if (app.got_subcommand("train")) return mnemo::run_train(topt);
+    if (app.got_subcommand("grad")) return mnemo::run_grad(gopt);
     if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

@@ -1,0 +1,187 @@
+// Training sessions: a resumed run continues bit-identically; corrupt or foreign checkpoints are
+// refused with a clear message and leave the run untouched; divergence stops with a message;
+// `mnemo grad` on the PyTorch fixtures reproduces PyTorch's gradients; schedules.
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+#include "train/safetensors.h"
+#include "train/schedule.h"
+#include "train/session.h"
+
+namespace mnemo::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("mnemo_train_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& name, const std::string& text = "") const {
+    const std::string p = (path / name).string();
+    if (!text.empty()) std::ofstream(p) << text;
+    return p;
+  }
+};
+
+// A tiny ResNet (BN running statistics, momentum, warm-up + cosine: everything that must resume).
+std::string tiny_config(const std::string& extra = "") {
+  return "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+         "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 40, eval_size: 8}\n"
+         "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n"
+         "schedule: {type: cosine, warmup_steps: 3}\n"
+         "train: {steps: 8, seed: 3, threads: 1}\n" + extra;
+}
+
+TensorFile run_to_checkpoint(const TempDir& d, const std::string& cfg, int64_t steps, const std::string& name,
+                             const std::string& resume = "") {
+  TrainOptions o;
+  o.config = cfg;
+  o.steps = steps;
+  o.checkpoint = d.file(name);
+  o.resume = resume;
+  o.eval = false;
+  EXPECT_EQ(run_train(o), 0);
+  return read_safetensors(o.checkpoint);
+}
+
+// 6 steps, then resume to 13: the step schedule's milestone (9) and the epoch boundary (10
+// batches) are both crossed after the resume; BN statistics, momentum and data order must carry over.
+TEST(Train, ResumeEqualsStraightRunBitwise) {
+  TempDir d;
+  const std::string cfg = d.file("c.yaml",
+                                 "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                 "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 40, eval_size: 8}\n"
+                                 "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n"
+                                 "schedule: {type: step, milestones: [9], gamma: 0.5}\n"
+                                 "train: {steps: 13, seed: 3, threads: 1}\n");
+  TensorFile straight = run_to_checkpoint(d, cfg, 13, "straight.safetensors");
+  run_to_checkpoint(d, cfg, 6, "six.safetensors");
+  TensorFile resumed = run_to_checkpoint(d, cfg, 13, "resumed.safetensors", d.file("six.safetensors"));
+  ASSERT_EQ(straight.tensors.size(), resumed.tensors.size());
+  int running = 0;
+  for (const auto& [name, t] : straight.tensors) {
+    EXPECT_TRUE(bitwise_equal(t, resumed.tensors.at(name))) << name << " differs after resume";
+    running += name.find("running_mean") != std::string::npos;
+  }
+  EXPECT_GT(running, 0) << "BatchNorm running statistics are part of the checkpoint";
+  EXPECT_EQ(resumed.metadata.at("data_position"), "13");  // crossed the epoch boundary at 10
+}
+
+TEST(Train, RefusesCorruptAndForeignCheckpoints) {
+  TempDir d;
+  const std::string cfg = d.file("c.yaml", tiny_config());
+  run_to_checkpoint(d, cfg, 2, "good.safetensors");
+  auto resume_error = [&](const std::string& ck) {
+    TrainOptions o;
+    o.config = cfg;
+    o.steps = 3;
+    o.resume = ck;
+    o.eval = false;
+    try {
+      run_train(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Truncated file.
+  const std::string trunc = d.file("trunc.safetensors");
+  fs::copy_file(d.file("good.safetensors"), trunc);
+  fs::resize_file(trunc, fs::file_size(trunc) / 2);
+  std::string e = resume_error(trunc);
+  EXPECT_NE(e.find("trunc.safetensors"), std::string::npos) << e;
+  // A checkpoint of another model (depth 14 has more blocks).
+  const std::string other = d.file("other.yaml", tiny_config().replace(tiny_config().find("depth: 8"), 8, "depth: 14"));
+  run_to_checkpoint(d, other, 1, "other.safetensors");
+  e = resume_error(d.file("other.safetensors"));
+  EXPECT_NE(e.find("does not fit this model"), std::string::npos) << e;
+  // A weights file is not a checkpoint.
+  TrainOptions init;
+  init.config = cfg;
+  init.save_init = d.file("init.safetensors");
+  ASSERT_EQ(run_train(init), 0);
+  e = resume_error(init.save_init);
+  EXPECT_NE(e.find("not a mnemo checkpoint"), std::string::npos) << e;
+}
+
+TEST(Train, DivergenceStopsWithAClearMessage) {
+  TempDir d;
+  // The generic MLP config with an absurd learning rate: the weights overflow float32 within a
+  // few steps and the loss becomes inf/nan.
+  std::ifstream in(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("lr: 0.1"), 7, "lr: 1.0e+30");
+  const std::string cfg = d.file("c.yaml", text);
+  TrainOptions o;
+  o.config = cfg;
+  o.eval = false;
+  try {
+    run_train(o);
+    FAIL() << "training with lr 1e30 should diverge";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training diverged"), std::string::npos) << e.what();
+  }
+}
+
+// `mnemo grad` on the committed PyTorch fixture (the same model as pytorch_match_test): the
+// command-line path (config, weights file, batch file, output file) reproduces PyTorch.
+TEST(Train, GradCommandMatchesPyTorchFixture) {
+  TempDir d;
+  const std::string cfg = d.file("r8.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                            "data: {source: synthetic, shape: [3, 8, 8], classes: 5, batch: 4}\n"
+                                            "train: {steps: 1}\nmemory: share\n");
+  GradOptions g{cfg, MNEMO_FIXTURE_DIR "/resnet_init.safetensors", MNEMO_FIXTURE_DIR "/resnet_batch.safetensors",
+                d.file("grads.safetensors")};
+  ASSERT_EQ(run_grad(g), 0);
+  TensorFile out = read_safetensors(g.out);
+  TensorFile want = read_safetensors(MNEMO_FIXTURE_DIR "/resnet_expected.safetensors");
+  int grads = 0;
+  for (const auto& [name, t] : want.tensors) {
+    if (name != "loss" && name.rfind("grad/", 0) != 0) continue;
+    ASSERT_TRUE(out.tensors.count(name)) << name;
+    double scale = 1e-6;
+    for (int64_t i = 0; i < t.numel(); ++i) scale = std::max(scale, std::abs(get(t, i)));
+    double err = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) err = std::max(err, std::abs(get(out.tensors.at(name), i) - get(t, i)));
+    EXPECT_LE(err / scale, 1e-4) << name;
+    grads += name != "loss";
+  }
+  EXPECT_GT(grads, 10);
+  // Weights with a wrong shape are refused, naming the tensor.
+  GradOptions bad = g;
+  bad.weights = MNEMO_FIXTURE_DIR "/lstm_init.safetensors";
+  try {
+    run_grad(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no tensor"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Schedule, WarmupStepAndCosine) {
+  OptimizerConfig o;
+  o.lr = 0.4;
+  ScheduleConfig s;
+  s.type = "step";
+  s.milestones = {10, 20};
+  s.gamma = 0.1;
+  EXPECT_DOUBLE_EQ(learning_rate(o, s, 9, 30), 0.4);
+  EXPECT_NEAR(learning_rate(o, s, 10, 30), 0.04, 1e-12);
+  EXPECT_NEAR(learning_rate(o, s, 25, 30), 0.004, 1e-12);
+  s = ScheduleConfig{};
+  s.type = "cosine";
+  s.warmup_steps = 4;
+  EXPECT_NEAR(learning_rate(o, s, 0, 100), 0.4 * 0.25 * 0.5 * (1 + std::cos(0.0)), 1e-12);
+  EXPECT_NEAR(learning_rate(o, s, 50, 100), 0.2, 1e-12);
+  EXPECT_NEAR(learning_rate(o, s, 100, 100), 0.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace mnemo::test

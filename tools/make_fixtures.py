@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Golden fixtures for mnemo's PyTorch match test and safetensors compatibility test.
+
+Regenerate (needs torch and safetensors; the C++ tests read the committed files and need neither):
+
+    /work/venv-torch/bin/python tools/make_fixtures.py            # writes tests/fixtures/
+    /work/venv-torch/bin/python tools/make_fixtures.py --out DIR
+    /work/venv-torch/bin/python tools/make_fixtures.py --check FILE   # print a mnemo-written file
+
+For each model (resnet, lstm) it writes, in float32 unless noted:
+    <model>_init.safetensors      every mnemo parameter by its mnemo name (incl. BN running stats)
+    <model>_batch.safetensors     "data" and "labels" (int32)
+    <model>_expected.safetensors  "loss" (rank 0), "grad/<name>" for every trainable parameter (the
+                                  first step), "losses_10" (float64 [10]: the loss before each of 10
+                                  SGD steps, lr 0.05, momentum 0.9, weight decay 1e-4, PyTorch SGD,
+                                  same batch every step) and "running/<name>" (BN running stats after
+                                  those 10 steps; resnet only)
+and compat_python.safetensors (a few tensors written by the Python safetensors package).
+
+The PyTorch models are built from torch.nn modules so that the layouts are PyTorch's own:
+    resnet = mnemo ResNetConfig{style cifar, depth 8, batch 4, channels 3, height 8, width 8,
+             classes 5, width_base 4} (models/resnet.cpp): Conv2d(bias=False) [K,C,R,S],
+             BatchNorm2d(eps 1e-5, momentum 0.1, training mode), projection shortcut (1x1 conv + BN)
+             where the shape changes, global average pool, Linear [M,D] + bias, mean cross-entropy.
+    lstm   = mnemo LstmConfig{steps 3, batch 4, input 5, hidden 6, layers 2, classes 7, per_step}
+             (models/lstm.cpp): nn.LSTMCell per layer with weight_ih = lstmL/wx, weight_hh = lstmL/wh,
+             bias_ih = lstmL/bias and bias_hh fixed at 0 (mnemo's single bias is b_ih + b_hh);
+             per-step Linear classifier; loss = mean over steps of the per-step mean cross-entropy;
+             data [T,N,D] time-major, labels [T,N].
+docs/FORMATS.md describes the files and the naming scheme.
+"""
+import argparse
+import copy
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+SGD = dict(lr=0.05, momentum=0.9, weight_decay=1e-4)
+STEPS = 10
+
+
+# ---- ResNet (cifar style) ----
+
+class ConvBN(nn.Module):
+    def __init__(self, cin, cout, k, stride):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, k // 2, bias=False)
+        self.bn = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class Basic(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.a = ConvBN(cin, cout, 3, stride)
+        self.b = ConvBN(cout, cout, 3, 1)
+        self.shortcut = ConvBN(cin, cout, 1, stride) if stride != 1 or cin != cout else None
+
+    def forward(self, x):
+        h = self.b(F.relu(self.a(x)))
+        s = self.shortcut(x) if self.shortcut is not None else x
+        return F.relu(h + s)
+
+
+class CifarResNet(nn.Module):
+    def __init__(self, depth, channels, classes, width):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.stem = ConvBN(channels, width, 3, 1)
+        cin = width
+        for s in range(3):
+            w = width << s
+            blocks = nn.ModuleDict()
+            for k in range(n):
+                blocks[f"block{k}"] = Basic(cin, w, 2 if s > 0 and k == 0 else 1)
+                cin = w
+            setattr(self, f"stage{s + 1}", blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def loss(self, x, y):
+        h = F.relu(self.stem(x))
+        for s in range(3):
+            for block in getattr(self, f"stage{s + 1}").values():
+                h = block(h)
+        return F.cross_entropy(self.fc(h.mean(dim=(2, 3))), y.long())
+
+
+def resnet_names(model):
+    """mnemo name -> (tensor, trainable) for every parameter and running statistic."""
+    out = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if name.endswith("num_batches_tracked"):
+            continue
+        mn = name.replace(".", "/")
+        mn = mn.replace("bn/weight", "bn/gamma").replace("bn/bias", "bn/beta")
+        out[mn] = (t, isinstance(t, nn.Parameter))
+    return out
+
+
+def make_resnet():
+    model = CifarResNet(depth=8, channels=3, classes=5, width=4)
+    with torch.no_grad():  # non-trivial BN affine parameters and running statistics
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    data = torch.randn(4, 3, 8, 8)
+    labels = torch.randint(0, 5, (4,), dtype=torch.int32)
+    return model, resnet_names, data, labels
+
+
+# ---- LSTM ----
+
+class Lstm(nn.Module):
+    def __init__(self, input, hidden, layers, classes):
+        super().__init__()
+        self.hidden = hidden
+        self.layers = layers
+        for l in range(layers):
+            cell = nn.LSTMCell(input if l == 0 else hidden, hidden)
+            with torch.no_grad():
+                cell.bias_hh.zero_()
+            cell.bias_hh.requires_grad_(False)  # mnemo has one bias per gate: b_ih + b_hh
+            setattr(self, f"lstm{l}", cell)
+        self.classifier = nn.Linear(hidden, classes)
+
+    def loss(self, x, y):  # x [T,N,D], y [T,N]
+        seq = list(x.unbind(0))
+        for l in range(self.layers):
+            cell = getattr(self, f"lstm{l}")
+            h = c = x.new_zeros(x.shape[1], self.hidden)
+            for t in range(len(seq)):
+                h, c = cell(seq[t], (h, c))
+                seq[t] = h
+        losses = [F.cross_entropy(self.classifier(h), y[t].long()) for t, h in enumerate(seq)]
+        return torch.stack(losses).mean()
+
+
+def lstm_names(model):
+    rename = {"weight_ih": "wx", "weight_hh": "wh", "bias_ih": "bias"}
+    out = {}
+    for name, t in model.named_parameters():
+        module, field = name.rsplit(".", 1)
+        if module.startswith("lstm"):
+            if field == "bias_hh":
+                continue
+            field = rename[field]
+        out[f"{module}/{field}"] = (t, True)
+    return out
+
+
+def make_lstm():
+    model = Lstm(input=5, hidden=6, layers=2, classes=7)
+    data = torch.randn(3, 4, 5)
+    labels = torch.randint(0, 7, (3, 4), dtype=torch.int32)
+    return model, lstm_names, data, labels
+
+
+# ---- fixtures ----
+
+def write_model(out, tag, make, meta):
+    model, names_of, data, labels = make()
+    init = {n: t.detach().clone().contiguous() for n, (t, _) in names_of(model).items()}
+    save_file(init, os.path.join(out, f"{tag}_init.safetensors"), meta)
+    save_file({"data": data.contiguous(), "labels": labels.contiguous()},
+              os.path.join(out, f"{tag}_batch.safetensors"), meta)
+
+    model = copy.deepcopy(model)
+    model.train()
+    named = names_of(model)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], **SGD)
+    expected, losses = {}, []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = model.loss(data, labels)
+        loss.backward()
+        if step == 0:
+            expected["loss"] = loss.detach().clone().reshape(())
+            for n, (t, trainable) in named.items():
+                if trainable:
+                    expected[f"grad/{n}"] = t.grad.detach().clone().contiguous()
+        losses.append(loss.item())
+        opt.step()
+    expected["losses_10"] = torch.tensor(losses, dtype=torch.float64)
+    for n, (t, trainable) in named.items():
+        if not trainable:
+            expected[f"running/{n}"] = t.detach().clone().contiguous()
+    save_file(expected, os.path.join(out, f"{tag}_expected.safetensors"), meta)
+    print(f"{tag}: {len(init)} tensors, loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+
+def write_compat(out):
+    """Tensors the C++ test reads back from a file the Python package wrote (exact values)."""
+    tensors = {
+        "a_f32": torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.5 - 1.0,
+        "b_f64_scalar": torch.tensor(3.25, dtype=torch.float64),
+        "c_i32": torch.tensor([-2, -1, 7, 2147483647], dtype=torch.int32),
+        "d_empty": torch.zeros(0, 3, dtype=torch.float32),
+        "e_f64": torch.tensor([1e-300, -2.5, 1e300], dtype=torch.float64),
+    }
+    save_file(tensors, os.path.join(out, "compat_python.safetensors"),
+              {"note": "written by the Python safetensors package"})
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(root, "tests", "fixtures"))
+    ap.add_argument("--check", metavar="FILE", help="load FILE with the safetensors package and print it")
+    args = ap.parse_args()
+    if args.check:
+        for name, t in sorted(load_file(args.check).items()):
+            print(name, t.dtype, list(t.shape), t.flatten()[:8].tolist())
+        return
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(args.out, exist_ok=True)
+    # One metadata key: the package writes a map in hash order, so several keys make the bytes vary.
+    meta = "tools/make_fixtures.py, torch " + torch.__version__ + ": "
+    write_model(args.out, "resnet", make_resnet,
+                {"generator": meta + "resnet cifar depth 8, batch 4, 3x8x8, classes 5, width_base 4"})
+    write_model(args.out, "lstm", make_lstm,
+                {"generator": meta + "lstm steps 3, batch 4, input 5, hidden 6, layers 2, classes 7, per_step"})
+    write_compat(args.out)
+
+
+if __name__ == "__main__":
+    main()

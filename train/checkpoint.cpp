@@ -1,0 +1,77 @@
+// Checkpoint save/load (see checkpoint.h).
+#include "train/checkpoint.h"
+
+#include <cstring>
+
+#include "train/safetensors.h"
+
+namespace mnemo {
+
+std::string model_signature(const ParamStore& params) {
+  std::string s;
+  for (const ParamSpec& p : params.specs()) s += p.name + ":" + params.at(p.name).type().str() + (p.trainable ? "" : "(state)") + ";";
+  return s;
+}
+
+void save_checkpoint(const std::string& path, const ParamStore& params, const Sgd& sgd, const TrainState& state,
+                     const std::string& config_file) {
+  std::vector<std::pair<std::string, TensorView>> tensors;
+  size_t k = 0;
+  for (const ParamSpec& p : params.specs()) {
+    tensors.push_back({"param/" + p.name, params.at(p.name).view()});
+    if (p.trainable) tensors.push_back({"velocity/" + p.name, sgd.state().at(k++).view()});
+  }
+  const std::map<std::string, std::string> meta = {
+      {"format", "mnemo-checkpoint-1"},      {"step", std::to_string(state.step)},
+      {"data_position", std::to_string(state.data_position)}, {"seed", std::to_string(state.seed)},
+      {"model_signature", model_signature(params)}, {"config", config_file},
+      {"mnemo_version", MNEMO_VERSION}};
+  write_safetensors(path, tensors, meta);
+}
+
+static int64_t meta_int(const TensorFile& f, const std::string& path, const std::string& key) {
+  auto it = f.metadata.find(key);
+  MNEMO_CHECK(it != f.metadata.end()) << "checkpoint " << path << ": metadata has no '" << key << "'";
+  try {
+    size_t pos = 0;
+    const long long v = std::stoll(it->second, &pos);
+    MNEMO_CHECK(pos == it->second.size() && v >= 0) << "bad value";
+    return v;
+  } catch (...) {
+    MNEMO_FAIL() << "checkpoint " << path << ": metadata '" << key << "' is '" << it->second << "', expected a count";
+  }
+}
+
+TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd) {
+  TensorFile f = read_safetensors(path);
+  auto fmt = f.metadata.find("format");
+  MNEMO_CHECK(fmt != f.metadata.end() && fmt->second == "mnemo-checkpoint-1")
+      << "checkpoint " << path << ": not a mnemo checkpoint (metadata format is '"
+      << (fmt == f.metadata.end() ? std::string("missing") : fmt->second) << "', expected 'mnemo-checkpoint-1')";
+  // Check everything before changing anything: a refused checkpoint leaves the run untouched.
+  size_t k = 0;
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  for (const ParamSpec& p : params.specs()) {
+    for (const std::string& kind : {std::string("param/"), std::string("velocity/")}) {
+      if (kind == "velocity/" && !p.trainable) continue;
+      auto it = f.tensors.find(kind + p.name);
+      MNEMO_CHECK(it != f.tensors.end()) << "checkpoint " << path << " does not fit this model: it has no tensor '" << kind + p.name
+                                         << "' (was it made with another config?)";
+      Tensor& dst = kind == "param/" ? params.at(p.name) : sgd.state().at(k);
+      MNEMO_CHECK(it->second.type() == dst.type()) << "checkpoint " << path << " does not fit this model: '" << kind + p.name
+                                                   << "' is " << it->second.type().str() << ", the model needs " << dst.type().str();
+      copies.push_back({&dst, &it->second});
+    }
+    if (p.trainable) ++k;
+  }
+  MNEMO_CHECK(copies.size() == f.tensors.size()) << "checkpoint " << path << " does not fit this model: it holds "
+                                                 << f.tensors.size() << " tensors, the model " << copies.size();
+  TrainState s;
+  s.step = meta_int(f, path, "step");
+  s.data_position = meta_int(f, path, "data_position");
+  s.seed = static_cast<uint64_t>(meta_int(f, path, "seed"));
+  for (auto& [dst, src] : copies) std::memcpy(dst->data(), src->data(), dst->bytes());
+  return s;
+}
+
+}  // namespace mnemo

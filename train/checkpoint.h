@@ -1,0 +1,30 @@
+// Training checkpoints in the safetensors format (train/safetensors.h, docs/FORMATS.md):
+//   "param/<name>"     every parameter (weights and running statistics), float32
+//   "velocity/<name>"  SGD momentum buffer of every trainable parameter
+//   metadata: format "mnemo-checkpoint-1", step, data_position (batches consumed), seed,
+//             model_signature (every parameter's name and type), config, mnemo version.
+// Saving is atomic (temp file, fsync, rename): a crash or kill mid-save leaves the previous
+// checkpoint intact. Loading refuses a corrupt file or one made for another model, naming the
+// file and the first mismatch.
+#pragma once
+#include <string>
+
+#include "train/param_store.h"
+#include "train/sgd.h"
+
+namespace mnemo {
+
+struct TrainState {
+  int64_t step = 0;           // optimiser steps done
+  int64_t data_position = 0;  // batches the loader has handed out
+  uint64_t seed = 0;
+};
+
+std::string model_signature(const ParamStore& params);
+
+void save_checkpoint(const std::string& path, const ParamStore& params, const Sgd& sgd, const TrainState& state,
+                     const std::string& config_file);
+// Restores params and optimiser state in place; returns the saved state.
+TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd);
+
+}  // namespace mnemo

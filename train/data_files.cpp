@@ -1,0 +1,194 @@
+// Data sources read from files (see data.h): Fashion-MNIST idx files (gzip'd, read with zlib) and
+// CIFAR-10 binary batches. Everything is read and validated in the constructor; get() only
+// normalises bytes through a lookup table, so it is cheap and thread-safe.
+#include <zlib.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "train/data.h"
+
+namespace mnemo {
+
+namespace fs = std::filesystem;
+
+Split parse_split(const std::string& name) {
+  if (name == "train") return Split::train;
+  if (name == "test") return Split::test;
+  MNEMO_FAIL() << "unknown data split '" << name << "' (expected train or test)";
+}
+
+const char* split_name(Split s) { return s == Split::train ? "train" : "test"; }
+
+namespace {
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+// A gzip file read with zlib; plain (uncompressed) files are read as they are. Every failure
+// throws naming the file and what was being read.
+class GzFile {
+ public:
+  explicit GzFile(std::string path) : path_(std::move(path)) {
+    f_ = gzopen(path_.c_str(), "rb");
+    MNEMO_CHECK(f_) << "cannot open '" << path_ << "' for reading";
+  }
+  ~GzFile() { gzclose(f_); }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
+  // Reads exactly n bytes of `what`.
+  void read(void* dst, size_t n, const std::string& what) {
+    size_t got = 0;
+    auto* p = static_cast<unsigned char*>(dst);
+    while (got < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 30));
+      const int r = gzread(f_, p + got, chunk);
+      if (r < 0) fail_corrupt(what);
+      MNEMO_CHECK(r > 0) << "'" << path_ << "' is truncated" << (stream_error() ? " (the gzip stream ends early)" : "")
+                         << ": expected " << n << " bytes of " << what << ", found only " << got;
+      got += static_cast<size_t>(r);
+    }
+  }
+  uint32_t read_be32(const std::string& what) {
+    unsigned char b[4];
+    read(b, 4, what);
+    return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+  }
+  // Checks that nothing follows (and, for gzip, that the stream ends with a valid trailer).
+  void expect_end() {
+    unsigned char c;
+    const int r = gzread(f_, &c, 1);
+    if (r < 0) fail_corrupt("the end of the stream");
+    MNEMO_CHECK(r == 0) << "'" << path_ << "' has unexpected data after the last item";
+    // A stream cut inside its trailer delivers all the data, then reports "unexpected end of file".
+    if (stream_error()) fail_corrupt("the end of the stream");
+  }
+
+ private:
+  // zlib reports a stream cut short as Z_BUF_ERROR with a 0-byte read, not as a failed read.
+  bool stream_error() {
+    int code = Z_OK;
+    gzerror(f_, &code);
+    return code != Z_OK;
+  }
+  [[noreturn]] void fail_corrupt(const std::string& what) {
+    int code = 0;
+    std::string msg = gzerror(f_, &code);
+    if (msg.starts_with(path_ + ": ")) msg = msg.substr(path_.size() + 2);  // zlib prefixes the path
+    MNEMO_FAIL() << "'" << path_ << "' is not a valid gzip file (reading " << what << "): " << msg;
+  }
+
+  std::string path_;
+  gzFile f_;
+};
+
+// dir/name.gz, or the uncompressed dir/name when only that exists.
+std::string find_idx_file(const std::string& dir, const std::string& name) {
+  const fs::path gz = fs::path(dir) / (name + ".gz"), plain = fs::path(dir) / name;
+  if (fs::exists(gz)) return gz.string();
+  if (fs::exists(plain)) return plain.string();
+  MNEMO_FAIL() << "Fashion-MNIST file '" << gz.string() << "' not found (nor uncompressed '" << plain.string()
+               << "'); install the Debian package dataset-fashion-mnist or pass the directory holding the idx files";
+}
+
+constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dimensions
+constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dimension
+constexpr uint32_t kMaxExamples = 10'000'000;     // a sanity bound against corrupt headers
+
+}  // namespace
+
+FashionMnist::FashionMnist(const std::string& dir, Split split) {
+  const std::string prefix = split == Split::train ? "train" : "t10k";
+  const std::string image_path = find_idx_file(dir, prefix + "-images-idx3-ubyte");
+  const std::string label_path = find_idx_file(dir, prefix + "-labels-idx1-ubyte");
+
+  GzFile images(image_path);
+  const uint32_t magic = images.read_be32("the magic number");
+  MNEMO_CHECK(magic == kIdxImagesMagic) << "'" << image_path << "': wrong magic number " << hex32(magic)
+                                        << ", expected " << hex32(kIdxImagesMagic) << " (idx3 unsigned-byte images)";
+  const uint32_t n = images.read_be32("the image count");
+  const uint32_t rows = images.read_be32("the row count"), cols = images.read_be32("the column count");
+  MNEMO_CHECK(rows == kRows && cols == kCols) << "'" << image_path << "': images are " << rows << "x" << cols
+                                              << ", expected " << kRows << "x" << kCols;
+  MNEMO_CHECK(n > 0 && n <= kMaxExamples) << "'" << image_path << "': implausible image count " << n;
+  pixels_.resize(size_t{n} * kRows * kCols);
+  images.read(pixels_.data(), pixels_.size(), std::to_string(n) + " images of 28x28 pixels");
+  images.expect_end();
+
+  GzFile labels(label_path);
+  const uint32_t lmagic = labels.read_be32("the magic number");
+  MNEMO_CHECK(lmagic == kIdxLabelsMagic) << "'" << label_path << "': wrong magic number " << hex32(lmagic)
+                                         << ", expected " << hex32(kIdxLabelsMagic) << " (idx1 unsigned-byte labels)";
+  const uint32_t nl = labels.read_be32("the label count");
+  MNEMO_CHECK(nl == n) << "'" << label_path << "' holds " << nl << " labels but '" << image_path << "' holds " << n
+                       << " images";
+  labels_.resize(n);
+  labels.read(labels_.data(), labels_.size(), std::to_string(n) + " labels");
+  labels.expect_end();
+  for (size_t i = 0; i < labels_.size(); ++i)
+    MNEMO_CHECK(labels_[i] < kClasses) << "'" << label_path << "': label " << int{labels_[i]} << " of example " << i
+                                       << " is out of range [0," << kClasses << ")";
+
+  for (int v = 0; v < 256; ++v) lut_[v] = static_cast<float>((v / 255.0 - 0.2860) / 0.3530);
+}
+
+void FashionMnist::get(int64_t index, float* data, int32_t* labels) const {
+  MNEMO_CHECK(index >= 0 && index < size()) << "Fashion-MNIST: example " << index << " out of range [0," << size()
+                                            << ")";
+  const uint8_t* p = pixels_.data() + index * kRows * kCols;
+  for (int64_t j = 0; j < kRows * kCols; ++j) data[j] = lut_[p[j]];
+  labels[0] = labels_[index];
+}
+
+Cifar10::Cifar10(const std::string& dir, Split split) {
+  std::vector<std::string> names;
+  if (split == Split::train) {
+    for (int b = 1; b <= 5; ++b) names.push_back("data_batch_" + std::to_string(b) + ".bin");
+  } else {
+    names.push_back("test_batch.bin");
+  }
+  for (const std::string& name : names) {
+    const std::string path = (fs::path(dir) / name).string();
+    MNEMO_CHECK(fs::is_regular_file(path)) << "CIFAR-10 file '" << path << "' not found (expected the binary "
+                                           << "version: data_batch_1..5.bin and test_batch.bin)";
+    const auto bytes = static_cast<int64_t>(fs::file_size(path));
+    MNEMO_CHECK(bytes > 0 && bytes % kRecord == 0)
+        << "'" << path << "' is " << bytes << " bytes, not a whole number of " << kRecord
+        << "-byte records (1 label byte + 3072 pixel bytes): truncated or not a CIFAR-10 binary batch";
+    const int64_t records = bytes / kRecord;
+    std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(raw.data()), bytes);
+    MNEMO_CHECK(in.gcount() == bytes) << "'" << path << "': read " << in.gcount() << " of " << bytes << " bytes";
+    const size_t base = labels_.size();
+    labels_.resize(base + records);
+    pixels_.resize((base + records) * kPixels);
+    for (int64_t r = 0; r < records; ++r) {
+      const uint8_t* rec = raw.data() + r * kRecord;
+      MNEMO_CHECK(rec[0] < kClasses) << "'" << path << "': label " << int{rec[0]} << " of record " << r
+                                     << " is out of range [0," << kClasses << ")";
+      labels_[base + r] = rec[0];
+      std::copy(rec + 1, rec + kRecord, pixels_.begin() + static_cast<ptrdiff_t>((base + r) * kPixels));
+    }
+  }
+  const double mean[kChannels] = {0.4914, 0.4822, 0.4465}, stdev[kChannels] = {0.2470, 0.2435, 0.2616};
+  for (int c = 0; c < kChannels; ++c)
+    for (int v = 0; v < 256; ++v) lut_[c][v] = static_cast<float>((v / 255.0 - mean[c]) / stdev[c]);
+}
+
+void Cifar10::get(int64_t index, float* data, int32_t* labels) const {
+  MNEMO_CHECK(index >= 0 && index < size()) << "CIFAR-10: example " << index << " out of range [0," << size() << ")";
+  const uint8_t* p = pixels_.data() + index * kPixels;
+  const int64_t plane = kSide * kSide;
+  for (int64_t c = 0; c < kChannels; ++c)
+    for (int64_t j = 0; j < plane; ++j) data[c * plane + j] = lut_[c][p[c * plane + j]];
+  labels[0] = labels_[index];
+}
+
+}  // namespace mnemo

@@ -1,0 +1,341 @@
+// Training sessions (see session.h).
+#include "train/session.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/executor.h"
+#include "train/checkpoint.h"
+#include "train/param_store.h"
+#include "train/pipeline.h"
+#include "train/safetensors.h"
+#include "train/schedule.h"
+#include "train/sgd.h"
+
+namespace mnemo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+std::string hms(double s) {
+  char buf[32];
+  const int t = static_cast<int>(s + 0.5);
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+bool time_major(const Config& c) { return c.model_type == "lstm"; }
+
+void print_report(const MemoryReport& r, int64_t allocated, const char* prefix) {
+  std::printf("%smemory (%s): feature maps %s, workspace %s, params %s, param grads %s, optimizer %s, inputs %s -> total %s\n",
+              prefix, r.mode.c_str(), format_bytes(r.feature_map_bytes).c_str(), format_bytes(r.workspace_bytes).c_str(),
+              format_bytes(r.param_bytes).c_str(), format_bytes(r.param_grad_bytes).c_str(),
+              format_bytes(r.optimizer_bytes).c_str(), format_bytes(r.input_bytes).c_str(), format_bytes(r.total_bytes).c_str());
+  std::printf("%s  arena planned %s, allocated %s%s; max live %s, fragmentation %.2f%%, planned in %.3f s\n", prefix,
+              format_bytes(r.arena_bytes).c_str(), format_bytes(allocated).c_str(), allocated == r.arena_bytes ? " (equal)" : " (DIFFERENT)",
+              format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation, r.planning_seconds);
+}
+
+// Counts correct predictions of the first `count` examples: argmax over each logits row.
+int64_t count_correct(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, bool tm, int64_t* scored) {
+  int64_t correct = 0;
+  const int32_t* y = labels.as<int32_t>();
+  for (size_t t = 0; t < m.all_logits.size(); ++t) {
+    const TensorView lv = ex.entry(m.all_logits[t]);
+    const int64_t n = lv.dim(0), classes = lv.dim(1);
+    const float* p = lv.as<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = p + i * classes;
+      const int64_t pred = std::max_element(row, row + classes) - row;
+      // Labels: [N] for one classifier; [T,N] time-major for per-step classifiers.
+      const int32_t label = m.all_logits.size() == 1 ? y[i] : y[t * n + i];
+      correct += pred == label;
+      ++*scored;
+    }
+  }
+  return correct;
+}
+
+struct EvalResult {
+  double accuracy = 0, loss = 0;
+  int64_t examples = 0;
+};
+
+EvalResult evaluate(const Config& c, const DataSource& test, const DataShape& ds, ParamStore& params) {
+  const int64_t batch = c.data.eval_batch ? c.data.eval_batch : c.data.batch;
+  BuiltModel m = build_model(c, ds, c.model_type == "graph" ? c.data.batch : batch, false);
+  const Graph& g = m.builder.graph();
+  Graph fg = g;
+  fg.outputs = m.all_logits;
+  fg.outputs.push_back(m.loss);
+  Executor ex(fg, plan_memory(fg, AllocMode::share));
+  for (const ParamSpec& s : m.builder.params()) ex.bind(s.name, params.at(s.name).view());
+  int64_t correct = 0, scored = 0;
+  double loss_sum = 0;
+  int64_t batches = 0;
+  const bool tm = time_major(c);
+  for_each_eval_batch(test, fg.node(fg.find(m.data)).outputs[0].shape[tm ? 1 : 0], tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
+    ex.bind(m.data, x.view());
+    ex.bind(m.labels, y.view());
+    ex.run();
+    correct += count_correct(ex, m, y, count, tm, &scored);
+    if (count == x.shape()[tm ? 1 : 0]) loss_sum += ex.entry(m.loss).as<float>()[0], ++batches;
+  });
+  return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0, batches ? loss_sum / batches : 0.0, scored};
+}
+
+// Examples [offset, offset + size) of another source: the test split of synthetic data draws
+// other examples from the same generator (same class templates).
+class OffsetSource : public DataSource {
+ public:
+  OffsetSource(std::shared_ptr<const DataSource> base, int64_t offset, int64_t size)
+      : base_(std::move(base)), offset_(offset), size_(size) {}
+  int64_t size() const override { return size_; }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+  Shape label_shape() const override { return base_->label_shape(); }
+  int64_t classes() const override { return base_->classes(); }
+  void get(int64_t i, float* data, int32_t* labels) const override { base_->get(offset_ + i, data, labels); }
+
+ private:
+  std::shared_ptr<const DataSource> base_;
+  int64_t offset_, size_;
+};
+
+}  // namespace
+
+std::shared_ptr<const DataSource> make_source(const Config& c, Split split) {
+  const DataConfig& d = c.data;
+  const uint64_t seed = c.run.seed;
+  if (d.source == "fashion-mnist") return std::make_shared<FashionMnist>(d.path, split);
+  if (d.source == "fashion-mnist-rows") return std::make_shared<FashionMnistRows>(d.path, split);
+  if (d.source == "cifar10") return std::make_shared<Cifar10>(d.path, split);
+  if (d.source == "text") return std::make_shared<TextChars>(d.path, d.steps);
+  const DataShape ds = static_data_shape(c);
+  const int64_t all = d.size + d.eval_size;
+  std::shared_ptr<const DataSource> gen;
+  if (d.source == "synthetic-seq") {
+    MNEMO_CHECK(ds.sample.size() == 2) << c.file << ": data.shape of synthetic-seq must be [T, D], got " << shape_str(ds.sample);
+    gen = std::make_shared<SyntheticSequences>(ds.sample[0], ds.sample[1], ds.classes, all, seed, c.model_type == "lstm" && c.lstm.per_step);
+  } else {
+    gen = std::make_shared<SyntheticSource>(ds.sample, ds.classes, all, seed);
+  }
+  // Train: examples [0, size); test: [size, size + eval_size) of the same generator.
+  if (split == Split::train) return std::make_shared<OffsetSource>(gen, 0, d.size);
+  MNEMO_CHECK(d.eval_size > 0) << c.file << ": data.eval_size is 0, so there is no test split (set data.eval: false)";
+  return std::make_shared<OffsetSource>(gen, d.size, d.eval_size);
+}
+
+DataShape data_shape_of(const Config& c, const DataSource& src) {
+  return {src.sample_shape(), src.classes(), !src.label_shape().empty()};
+}
+
+int run_train(const TrainOptions& opt) {
+  Config c = load_config(opt.config);
+  if (!opt.memory.empty()) c.memory = opt.memory;
+  if (!opt.device.empty()) c.device = opt.device;
+  MNEMO_CHECK(c.device == "cpu") << "device '" << c.device
+                                 << "': this build of mnemo runs on the CPU only (the CUDA backend is not built yet); use --device cpu";
+  const AllocMode mode = parse_alloc_mode(c.memory);
+  if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
+  const auto t_setup = Clock::now();
+
+  std::shared_ptr<const DataSource> train = make_source(c, Split::train);
+  const DataShape ds = data_shape_of(c, *train);
+  Pipeline p = build_pipeline(c, ds, c.data.batch);
+  const Graph& fwd = p.model.builder.graph();
+  ParamStore params(fwd, p.model.builder.params(), c.run.seed);
+  if (!opt.save_init.empty()) {
+    std::vector<std::pair<std::string, TensorView>> ts;
+    for (const ParamSpec& s : params.specs()) ts.push_back({s.name, params.at(s.name).view()});
+    write_safetensors(opt.save_init, ts, {{"format", "mnemo-weights-1"}, {"config", opt.config}});
+    std::printf("wrote the initial weights (%zu tensors) to %s\n", ts.size(), opt.save_init.c_str());
+    return 0;
+  }
+  Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
+  BatchLoader loader(train, c.data.batch, true, c.run.seed, time_major(c));
+  const int64_t total = opt.steps ? opt.steps : c.run.steps ? c.run.steps : c.run.epochs * loader.batches_per_epoch();
+  TrainState state{0, 0, c.run.seed};
+  if (!opt.resume.empty()) {
+    state = load_checkpoint(opt.resume, params, sgd);
+    MNEMO_CHECK(state.seed == c.run.seed) << "checkpoint " << opt.resume << " was made with train.seed " << state.seed
+                                          << ", the config has " << c.run.seed;
+    loader.seek(state.data_position);
+    std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state.step));
+  }
+
+  const int64_t rss0 = peak_rss_bytes();
+  PlannedStep ps = plan_pipeline(c, p, mode);
+  Executor ex(p.training.graph, ps.plan);
+  params.bind(ex);
+  ex.set_profiling(opt.profile);
+  std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %d threads, %lld steps (%lld per epoch)\n",
+              opt.config.c_str(), c.model_type.c_str(), p.model.layers, p.training.graph.size(),
+              static_cast<long long>(c.data.batch), omp_get_max_threads(), static_cast<long long>(total),
+              static_cast<long long>(loader.batches_per_epoch()));
+  print_report(ps.report, ex.allocated_bytes(), "");
+
+  std::unique_ptr<std::ofstream> metrics;
+  if (!c.run.metrics.empty()) {
+    std::filesystem::path mp(c.run.metrics);
+    if (mp.has_parent_path()) std::filesystem::create_directories(mp.parent_path());
+    metrics = std::make_unique<std::ofstream>(c.run.metrics, state.step ? std::ios::app : std::ios::trunc);
+    MNEMO_CHECK(*metrics) << "cannot write metrics file '" << c.run.metrics << "'";
+  }
+  if (!c.checkpoint.dir.empty()) std::filesystem::create_directories(c.checkpoint.dir);
+  auto checkpoint = [&](const std::string& path) {
+    state.data_position = loader.position();
+    save_checkpoint(path, params, sgd, state, opt.config);
+  };
+
+  const bool tty = isatty(STDOUT_FILENO);
+  Tensor x, y;
+  std::vector<TensorView> grads(p.training.grads.size());
+  const auto t0 = Clock::now();
+  double loss_ema = 0;
+  const int64_t first = state.step;
+  while (state.step < total) {
+    loader.next(x, y);
+    ex.bind(p.model.data, x.view());
+    ex.bind(p.model.labels, y.view());
+    const double lr = learning_rate(c.optimizer, c.schedule, state.step, total);
+    ex.run();
+    const double loss = ex.entry(p.training.loss).as<float>()[0];
+    if (!std::isfinite(loss)) {
+      if (tty) std::printf("\n");
+      MNEMO_FAIL() << "the loss is " << loss << " at step " << state.step + 1 << " (lr " << lr
+                   << "): training diverged; lower optimizer.lr or add warm-up. The last checkpoint is unchanged.";
+    }
+    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(p.training.grads[k].grad);
+    sgd.step(params, grads, lr);
+    ++state.step;
+    loss_ema = state.step - first == 1 ? loss : 0.95 * loss_ema + 0.05 * loss;
+    const double elapsed = seconds_since(t0);
+    const double rate = (state.step - first) / elapsed;
+    if (metrics)
+      *metrics << nlohmann::json{{"step", state.step}, {"epoch", static_cast<double>(state.step) / loader.batches_per_epoch()},
+                                 {"loss", loss}, {"lr", lr}, {"steps_per_s", rate}, {"examples_per_s", rate * c.data.batch}}.dump()
+               << "\n";
+    const double eta = (total - state.step) / rate;
+    if (tty) {
+      const int width = 30, done = static_cast<int>(width * state.step / total);
+      std::printf("\r[%.*s%*s] %lld/%lld loss %.4f lr %.4g %.2f it/s %.0f ex/s ETA %s   ", done, "##############################",
+                  width - done, "", static_cast<long long>(state.step), static_cast<long long>(total), loss_ema, lr, rate,
+                  rate * c.data.batch, hms(eta).c_str());
+      std::fflush(stdout);
+    } else if (state.step % c.run.log_every == 0 || state.step == total) {
+      std::printf("step %lld/%lld epoch %.2f loss %.4f (avg %.4f) lr %.4g %.2f steps/s %.0f examples/s eta %s\n",
+                  static_cast<long long>(state.step), static_cast<long long>(total),
+                  static_cast<double>(state.step) / loader.batches_per_epoch(), loss, loss_ema, lr, rate, rate * c.data.batch,
+                  hms(eta).c_str());
+    }
+    if (!c.checkpoint.dir.empty() && c.checkpoint.every && state.step % c.checkpoint.every == 0)
+      checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
+    if (c.run.eval_every && state.step % c.run.eval_every == 0 && state.step < total && c.data.eval) {
+      EvalResult er = evaluate(c, *make_source(c, Split::test), ds, params);
+      if (tty) std::printf("\n");
+      std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state.step), 100 * er.accuracy,
+                  static_cast<long long>(er.examples));
+      if (metrics) *metrics << nlohmann::json{{"step", state.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
+    }
+  }
+  if (tty) std::printf("\n");
+  const double train_s = seconds_since(t0);
+  if (opt.profile) {
+    std::map<std::string, std::pair<double, int>> by_op;
+    for (size_t v = 0; v < ex.profile().size(); ++v) {
+      auto& [t, n] = by_op[p.training.graph.node(static_cast<int>(v)).op->name];
+      t += ex.profile()[v];
+      n += ex.profile()[v] > 0;
+    }
+    std::vector<std::pair<double, std::string>> rows;
+    double sum = 0;
+    for (const auto& [op, tn] : by_op) rows.push_back({tn.first, op}), sum += tn.first;
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf("profile (%lld steps, %.3f s/step in kernels):\n", static_cast<long long>(state.step - first), sum / std::max<int64_t>(1, state.step - first));
+    for (const auto& [t, op] : rows)
+      if (t > 0) std::printf("  %-28s %8.2f ms/step %5.1f%%\n", op.c_str(), 1000 * t / (state.step - first), 100 * t / sum);
+  }
+  if (!c.checkpoint.dir.empty()) checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
+  if (!opt.checkpoint.empty()) checkpoint(opt.checkpoint);
+  std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
+              train_s / 60, (state.step - first) ? train_s / (state.step - first) : 0.0,
+              ex.entry(p.training.loss).as<float>()[0], loss_ema);
+  if (opt.eval && c.data.eval) {
+    const auto te = Clock::now();
+    EvalResult er = evaluate(c, *make_source(c, Split::test), ds, params);
+    std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
+                static_cast<long long>(er.examples), er.loss, seconds_since(te));
+    if (metrics) *metrics << nlohmann::json{{"step", state.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
+  }
+  print_report(ps.report, ex.allocated_bytes(), "");
+  std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during training (setup took %.1f s)\n",
+              format_bytes(ex.allocated_bytes()).c_str(), format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0)).c_str(),
+              seconds_since(t_setup) - train_s);
+  return 0;
+}
+
+int run_grad(const GradOptions& opt) {
+  Config c = load_config(opt.config);
+  TensorFile batch = read_safetensors(opt.batch);
+  for (const char* k : {"data", "labels"})
+    MNEMO_CHECK(batch.tensors.count(k)) << "batch file " << opt.batch << " has no tensor '" << k << "' (it needs 'data' and 'labels')";
+  const Tensor& x = batch.tensors.at("data");
+  const Tensor& y = batch.tensors.at("labels");
+  const bool tm = time_major(c);
+  MNEMO_CHECK(x.shape().size() >= 2) << "batch file " << opt.batch << ": 'data' is " << x.type().str();
+  const int64_t n = x.shape()[tm ? 1 : 0];
+  DataShape ds;
+  if (c.data.source == "text") {
+    ds = data_shape_of(c, *make_source(c, Split::train));
+  } else {
+    ds = static_data_shape(c);
+  }
+  Pipeline p = build_pipeline(c, ds, n);
+  const Graph& fwd = p.model.builder.graph();
+  ParamStore params(fwd, p.model.builder.params(), c.run.seed);
+  TensorFile w = read_safetensors(opt.weights);
+  for (const ParamSpec& s : params.specs()) {
+    auto it = w.tensors.find(s.name);
+    MNEMO_CHECK(it != w.tensors.end()) << "weights file " << opt.weights << " has no tensor '" << s.name << "' (see docs/FORMATS.md)";
+    MNEMO_CHECK(it->second.type() == params.at(s.name).type())
+        << "weights file " << opt.weights << ": '" << s.name << "' is " << it->second.type().str() << ", the model needs "
+        << params.at(s.name).type().str();
+    std::memcpy(params.at(s.name).data(), it->second.data(), it->second.bytes());
+  }
+  MNEMO_CHECK(w.tensors.size() == params.specs().size()) << "weights file " << opt.weights << " holds " << w.tensors.size()
+                                                         << " tensors, the model has " << params.specs().size() << " parameters";
+  PlannedStep ps = plan_pipeline(c, p, parse_alloc_mode(c.memory));
+  Executor ex(p.training.graph, ps.plan);
+  params.bind(ex);
+  ex.bind(p.model.data, x.view());
+  ex.bind(p.model.labels, y.view());
+  ex.run();
+  std::vector<std::pair<std::string, TensorView>> out{{"loss", ex.entry(p.training.loss)}};
+  for (const ParamGrad& g : p.training.grads) out.push_back({"grad/" + fwd.node(g.param).name, ex.entry(g.grad)});
+  write_safetensors(opt.out, out, {{"format", "mnemo-grad-1"}, {"config", opt.config}});
+  std::printf("loss %.6f; wrote the loss and %zu gradients to %s\n", ex.entry(p.training.loss).as<float>()[0], out.size() - 1,
+              opt.out.c_str());
+  return 0;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,36 @@
+// `mnemo train` and `mnemo grad`: one training run from a config, top to bottom:
+//   config -> data source -> pipeline (model, mirror plan, training graph) -> memory plan ->
+//   executor on the planned arena -> loop (batches, SGD, schedule, metrics, checkpoints) -> eval.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "train/config.h"
+#include "train/data.h"
+
+namespace mnemo {
+
+struct TrainOptions {
+  std::string config;
+  std::string memory;      // overrides the config's memory mode ("" = keep)
+  int64_t steps = 0;       // overrides train.steps / epochs (0 = keep)
+  std::string resume;      // checkpoint to continue from
+  std::string device;      // overrides the config's device
+  std::string save_init;   // write the initial weights here and exit
+  std::string checkpoint;  // write the final checkpoint here (besides checkpoint.dir)
+  bool eval = true;
+  bool profile = false;    // print time per op at the end
+};
+
+// The data source a config names, for the training or test split.
+std::shared_ptr<const DataSource> make_source(const Config& c, Split split);
+DataShape data_shape_of(const Config& c, const DataSource& src);
+
+int run_train(const TrainOptions& opt);  // returns a process exit code; throws mnemo::Error
+
+struct GradOptions {
+  std::string config, weights, batch, out;
+};
+int run_grad(const GradOptions& opt);
+
+}  // namespace mnemo
