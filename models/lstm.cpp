@@ -15,52 +15,59 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
   EntryRef x = b.input("data", {c.steps, n, c.input}, c.dtype);
   EntryRef labels = c.per_step ? b.input("labels", {c.steps, n}, DType::i32) : b.input("labels", {n}, DType::i32);
 
-  std::vector<EntryRef> seq;
-  for (int64_t t = 0; t < c.steps; ++t) {
-    const std::string s = "input/step" + std::to_string(t);
-    EntryRef xt = b.op("slice", {x}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, s + "/slice");
-    seq.push_back(b.op("reshape", {xt}, {{"shape", std::vector<int64_t>{n, c.input}}}, s));
-  }
+  // Parameters first (names and order are the checkpoint layout), then the unrolled steps in
+  // step-major order: all layers of step t, then step t+1 (each input slice made right before its
+  // first use). A step boundary is then crossed only by {h, c} of every layer, which keeps live
+  // memory low and gives the mirror planners small cuts.
   const double bound = 1.0 / std::sqrt(static_cast<double>(H));
+  struct Layer {
+    EntryRef wx, wh, bias, h, c;
+  };
+  std::vector<Layer> layer(c.layers);
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string L = "lstm" + std::to_string(l);
-    const int64_t in_dim = b.graph().type(seq[0]).shape[1];
-    EntryRef wx = b.param(L + "/wx", {4 * H, in_dim}, {ParamInit::uniform, bound});
-    EntryRef wh = b.param(L + "/wh", {4 * H, H}, {ParamInit::uniform, bound});
-    EntryRef bias = b.param(L + "/bias", {4 * H}, {ParamInit::uniform, bound});
-    EntryRef h, cell;
-    for (int64_t t = 0; t < c.steps; ++t) {
-      const std::string s = L + "/step" + std::to_string(t);
-      EntryRef gates = b.op("fully_connected", {seq[t], wx, bias}, {}, s + "/gates_x");
-      if (t > 0) gates = b.op("add", {gates, b.op("fully_connected", {h, wh}, {}, s + "/gates_h")}, {}, s + "/gates");
+    const int64_t in_dim = l == 0 ? c.input : H;
+    layer[l].wx = b.param(L + "/wx", {4 * H, in_dim}, {ParamInit::uniform, bound});
+    layer[l].wh = b.param(L + "/wh", {4 * H, H}, {ParamInit::uniform, bound});
+    layer[l].bias = b.param(L + "/bias", {4 * H}, {ParamInit::uniform, bound});
+  }
+  EntryRef wy = b.param("classifier/weight", {c.classes, H}, {ParamInit::uniform, bound});
+  EntryRef by = b.param("classifier/bias", {c.classes}, {ParamInit::uniform, bound});
+  std::vector<EntryRef> losses;
+  for (int64_t t = 0; t < c.steps; ++t) {
+    const std::string in = "input/step" + std::to_string(t);
+    EntryRef xt = b.op("slice", {x}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, in + "/slice");
+    EntryRef h_in = b.op("reshape", {xt}, {{"shape", std::vector<int64_t>{n, c.input}}}, in);
+    for (int64_t l = 0; l < c.layers; ++l) {
+      Layer& ly = layer[l];
+      const std::string s = "lstm" + std::to_string(l) + "/step" + std::to_string(t);
+      EntryRef gates = b.op("fully_connected", {h_in, ly.wx, ly.bias}, {}, s + "/gates_x");
+      if (t > 0) gates = b.op("add", {gates, b.op("fully_connected", {ly.h, ly.wh}, {}, s + "/gates_h")}, {}, s + "/gates");
       auto parts = b.op_n("split", {gates}, {{"axis", int64_t{1}}, {"parts", int64_t{4}}}, s + "/split");
       EntryRef i = b.op("sigmoid", {parts[0]}, {}, s + "/i");
       EntryRef f = b.op("sigmoid", {parts[1]}, {}, s + "/f");
       EntryRef g = b.op("tanh", {parts[2]}, {}, s + "/g");
       EntryRef o = b.op("sigmoid", {parts[3]}, {}, s + "/o");
       EntryRef ig = b.op("mul", {i, g}, {}, s + "/ig");
-      cell = t > 0 ? b.op("add", {b.op("mul", {f, cell}, {}, s + "/fc"), ig}, {}, s + "/c") : ig;
-      h = b.op("mul", {o, b.op("tanh", {cell}, {}, s + "/tanh_c")}, {}, s + "/h");
-      seq[t] = h;
+      ly.c = t > 0 ? b.op("add", {b.op("mul", {f, ly.c}, {}, s + "/fc"), ig}, {}, s + "/c") : ig;
+      ly.h = b.op("mul", {o, b.op("tanh", {ly.c}, {}, s + "/tanh_c")}, {}, s + "/h");
+      h_in = ly.h;
+    }
+    if (c.per_step) {
+      const std::string s = "classifier/step" + std::to_string(t);
+      m.logits = b.op("fully_connected", {h_in, wy, by}, {}, s);
+      m.all_logits.push_back(m.logits);
+      EntryRef yt = b.op("slice", {labels}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, s + "/labels_slice");
+      yt = b.op("reshape", {yt}, {{"shape", std::vector<int64_t>{n}}}, s + "/labels");
+      losses.push_back(b.op("softmax_cross_entropy", {m.logits, yt}, {}, s + "/loss"));
     }
   }
-  EntryRef wy = b.param("classifier/weight", {c.classes, H}, {ParamInit::uniform, bound});
-  EntryRef by = b.param("classifier/bias", {c.classes}, {ParamInit::uniform, bound});
   if (!c.per_step) {
-    m.logits = b.op("fully_connected", {seq.back(), wy, by}, {}, "classifier");
+    m.logits = b.op("fully_connected", {layer.back().h, wy, by}, {}, "classifier");
     m.loss = b.op("softmax_cross_entropy", {m.logits, labels}, {}, "loss");
     m.all_logits = {m.logits};
     m.layers = static_cast<int>(c.layers * c.steps + 1);
     return m;
-  }
-  std::vector<EntryRef> losses;
-  for (int64_t t = 0; t < c.steps; ++t) {
-    const std::string s = "classifier/step" + std::to_string(t);
-    m.logits = b.op("fully_connected", {seq[t], wy, by}, {}, s);
-    m.all_logits.push_back(m.logits);
-    EntryRef yt = b.op("slice", {labels}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, s + "/labels_slice");
-    yt = b.op("reshape", {yt}, {{"shape", std::vector<int64_t>{n}}}, s + "/labels");
-    losses.push_back(b.op("softmax_cross_entropy", {m.logits, yt}, {}, s + "/loss"));
   }
   EntryRef sum = losses.size() == 1 ? losses[0] : b.op("add_n", losses, {}, "loss_sum");
   EntryRef scale = b.op("constant", {}, {{"shape", std::vector<int64_t>{}}, {"dtype", std::string(dtype_name(c.dtype))},

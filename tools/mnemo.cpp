@@ -120,12 +120,21 @@ int main(int argc, char** argv) {
   grad->add_option("--weights", gopt.weights, "weights (safetensors; names as docs/FORMATS.md)")->required()->check(CLI::ExistingFile);
   grad->add_option("--batch", gopt.batch, "batch (safetensors with 'data' and 'labels')")->required()->check(CLI::ExistingFile);
   grad->add_option("--out", gopt.out, "output file (safetensors: 'loss', 'grad/<param>')")->required();
+  auto* bench = app.add_subcommand("bench", "time training steps of a config (synthetic batches of its shapes)");
+  mnemo::BenchOptions bopt;
+  bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
+  bench->add_option("--memory", bopt.memory, "allocation mode, overrides the config")->check(CLI::IsMember({"none", "inplace", "share"}));
+  bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);
+  bench->add_flag("--json", bopt.json, "one JSON line");
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("demo")) return mnemo::run_demo(opt);
     if (app.got_subcommand("train")) return mnemo::run_train(topt);
     if (app.got_subcommand("grad")) return mnemo::run_grad(gopt);
+    if (app.got_subcommand("bench")) return mnemo::run_bench(bopt);
     if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

@@ -20,6 +20,8 @@
 #include "train/pipeline.h"
 #include "train/safetensors.h"
 #include "train/schedule.h"
+
+#include <algorithm>
 #include "train/sgd.h"
 
 namespace mnemo {
@@ -335,6 +337,62 @@ int run_grad(const GradOptions& opt) {
   write_safetensors(opt.out, out, {{"format", "mnemo-grad-1"}, {"config", opt.config}});
   std::printf("loss %.6f; wrote the loss and %zu gradients to %s\n", ex.entry(p.training.loss).as<float>()[0], out.size() - 1,
               opt.out.c_str());
+  return 0;
+}
+
+}  // namespace mnemo
+
+namespace mnemo {
+
+int run_bench(const BenchOptions& opt) {
+  Config c = load_config(opt.config);
+  if (!opt.memory.empty()) c.memory = opt.memory;
+  if (opt.batch) c.data.batch = opt.batch;
+  if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
+  const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);
+  Pipeline p = build_pipeline(c, ds, c.data.batch);
+  ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
+  Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
+  PlannedStep ps = plan_pipeline(c, p, parse_alloc_mode(c.memory));
+  Executor ex(p.training.graph, ps.plan);
+  params.bind(ex);
+  const Graph& g = p.training.graph;
+  Tensor x(g.node(g.find(p.model.data)).outputs[0]), y(g.node(g.find(p.model.labels)).outputs[0]);
+  // Inputs drawn once: the step time does not depend on their values.
+  uint64_t s = 12345;
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = static_cast<float>((splitmix64(s) >> 40) * 0x1.0p-24 * 2.0 - 1.0);
+  for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>(splitmix64(s) % static_cast<uint64_t>(ds.classes));
+  ex.bind(p.model.data, x.view());
+  ex.bind(p.model.labels, y.view());
+  std::vector<TensorView> grads(p.training.grads.size());
+  std::vector<double> times;
+  for (int i = 0; i < opt.warmup + opt.steps; ++i) {
+    const auto t0 = Clock::now();
+    ex.run();
+    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(p.training.grads[k].grad);
+    sgd.step(params, grads, 1e-3);
+    if (i >= opt.warmup) times.push_back(seconds_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const MemoryReport& r = ps.report;
+  if (opt.json) {
+    nlohmann::json j = to_json(r);
+    j["config"] = opt.config;
+    j["batch"] = c.data.batch;
+    j["threads"] = omp_get_max_threads();
+    j["step_seconds_median"] = median;
+    j["step_seconds_min"] = times.front();
+    j["step_seconds_max"] = times.back();
+    j["steps"] = opt.steps;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %s batch %lld, %d threads, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
+                "feature maps %s, total %s\n",
+                opt.config.c_str(), c.model_type.c_str(), static_cast<long long>(c.data.batch), omp_get_max_threads(), r.mode.c_str(),
+                median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
+                format_bytes(r.total_bytes).c_str());
+  }
   return 0;
 }
 

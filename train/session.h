@@ -34,3 +34,18 @@ struct GradOptions {
 int run_grad(const GradOptions& opt);
 
 }  // namespace mnemo
+
+namespace mnemo {
+
+struct BenchOptions {
+  std::string config;
+  std::string memory;   // "" = the config's
+  int steps = 10, warmup = 2;
+  int64_t batch = 0;    // 0 = the config's
+  bool json = false;
+};
+// Times training steps (forward, backward, SGD update) on synthetic batches of the config's
+// shapes; prints the median step time and the memory report.
+int run_bench(const BenchOptions& opt);
+
+}  // namespace mnemo
