@@ -26,39 +26,41 @@ const char* alloc_mode_name(AllocMode m) {
 int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets) {
   const size_t n = items.size();
   offsets.resize(n, -1);
-  std::vector<size_t> placed, order;
+  auto size_of = [&](size_t i) { return align_up(std::max<int64_t>(items[i].bytes, 1)); };
+  // Placed items kept sorted by offset, so each new item scans them once, in address order,
+  // without sorting its own list of time-overlapping neighbours.
+  std::vector<std::pair<int64_t, size_t>> placed;
+  std::vector<size_t> order;
   int64_t top = 0;
   for (size_t i = 0; i < n; ++i) {
     if (offsets[i] >= 0) {
-      placed.push_back(i);
-      top = std::max(top, offsets[i] + align_up(std::max<int64_t>(items[i].bytes, 1)));
+      placed.push_back({offsets[i], i});
+      top = std::max(top, offsets[i] + size_of(i));
     } else {
       order.push_back(i);
     }
   }
+  std::sort(placed.begin(), placed.end());
   // Largest first; among equals, earliest first (stable: deterministic plans).
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
     return items[a].start < items[b].start;
   });
-  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of placed items overlapping in time
   for (size_t k : order) {
     const Buffer& it = items[k];
-    const int64_t size = align_up(std::max<int64_t>(it.bytes, 1));
-    busy.clear();
-    for (size_t p : placed)
-      if (items[p].start <= it.end && it.start <= items[p].end) busy.push_back({offsets[p], offsets[p] + align_up(std::max<int64_t>(items[p].bytes, 1))});
-    std::sort(busy.begin(), busy.end());
-    // Best fit: the smallest gap that holds the item; else the first free offset above everything.
+    const int64_t size = size_of(k);
+    // Best fit: the smallest gap between time-overlapping neighbours that holds the item; else
+    // the first free offset above them.
     int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-    for (const auto& [b, e] : busy) {
-      if (b > cursor && b - cursor >= size && b - cursor < best_gap) best = cursor, best_gap = b - cursor;
-      cursor = std::max(cursor, e);
+    for (const auto& [off, p] : placed) {
+      if (items[p].start > it.end || it.start > items[p].end) continue;
+      if (off > cursor && off - cursor >= size && off - cursor < best_gap) best = cursor, best_gap = off - cursor;
+      cursor = std::max(cursor, off + size_of(p));
     }
-    const int64_t off = best >= 0 ? best : cursor;
-    offsets[k] = off;
-    top = std::max(top, off + size);
-    placed.push_back(k);
+    const int64_t at = best >= 0 ? best : cursor;
+    offsets[k] = at;
+    top = std::max(top, at + size);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), std::pair<int64_t, size_t>{at, k}), {at, k});
   }
   return top;
 }

@@ -49,27 +49,36 @@ int run_plan(const std::string& path, const std::string& modes, bool json) {
   const mnemo::Config c = mnemo::load_config(path);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
-  std::vector<mnemo::AllocMode> list;
-  if (modes == "all") list = {mnemo::AllocMode::none, mnemo::AllocMode::inplace, mnemo::AllocMode::share};
-  else list = {mnemo::parse_alloc_mode(modes)};
-  nlohmann::json out = {{"config", path}, {"model", c.model_type}, {"layers", p.model.layers},
+  const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
+  nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"model", c.model_type}, {"layers", p.model.layers},
                         {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
-  if (!json)
-    std::printf("%s: %s, %d layers, batch %lld, %zu forward / %zu training nodes\n", path.c_str(), c.model_type.c_str(),
-                p.model.layers, static_cast<long long>(c.data.batch), p.model.builder.graph().size(), p.training.graph.size());
-  if (!json)
-    std::printf("%-8s %12s %12s %12s %12s %12s %12s %12s %7s %8s\n", "mode", "feature_map", "workspace", "params", "param_grad",
-                "optimizer", "total", "max_live", "frag", "plan_s");
-  for (mnemo::AllocMode m : list) {
-    const mnemo::PlannedStep ps = mnemo::plan_pipeline(c, p, m);
-    const mnemo::MemoryReport& r = ps.report;
-    out["modes"].push_back(mnemo::to_json(r));
-    if (!json)
-      std::printf("%-8s %12s %12s %12s %12s %12s %12s %12s %6.2f%% %8.3f\n", r.mode.c_str(), mnemo::format_bytes(r.feature_map_bytes).c_str(),
-                  mnemo::format_bytes(r.workspace_bytes).c_str(), mnemo::format_bytes(r.param_bytes).c_str(),
-                  mnemo::format_bytes(r.param_grad_bytes).c_str(), mnemo::format_bytes(r.optimizer_bytes).c_str(),
-                  mnemo::format_bytes(r.total_bytes).c_str(), mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
-                  r.planning_seconds);
+  if (!json) {
+    std::printf("%s: %s, %d layers, batch %lld, %zu forward nodes\n", path.c_str(), c.model_type.c_str(), p.model.layers,
+                static_cast<long long>(c.data.batch), p.model.builder.graph().size());
+    std::printf("%-13s %11s %10s %10s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "workspace", "params",
+                "param_grad", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
+  }
+  for (const std::string& m : list) {
+    const mnemo::MirrorResult mr = mnemo::plan_pipeline(c, p, m);
+    const mnemo::MemoryReport& r = mr.planned.report;
+    nlohmann::json j = mnemo::to_json(r);
+    nlohmann::json search = nlohmann::json::array();
+    for (const mnemo::SearchStep& s : mr.search)
+      search.push_back({{"budget", s.budget}, {"kept_cuts", s.kept_cuts}, {"feature_map_bytes", s.feature_map_bytes},
+                        {"workspace_bytes", s.workspace_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
+    if (!mr.search.empty()) j["search"] = search;
+    out["modes"].push_back(j);
+    if (json) continue;
+    std::printf("%-13s %11s %10s %10s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
+                mnemo::format_bytes(r.feature_map_bytes).c_str(), mnemo::format_bytes(r.workspace_bytes).c_str(),
+                mnemo::format_bytes(r.param_bytes).c_str(), mnemo::format_bytes(r.param_grad_bytes).c_str(),
+                mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
+                mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
+                100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
+    for (const mnemo::SearchStep& s : mr.search)
+      std::printf("    budget %10s: %3d cuts kept, feature maps %10s, workspace %9s, recompute %.3g GFLOP%s\n",
+                  mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts, mnemo::format_bytes(s.feature_map_bytes).c_str(),
+                  mnemo::format_bytes(s.workspace_bytes).c_str(), s.recompute_flops / 1e9, s.chosen ? "  <- chosen" : "");
   }
   if (json) std::cout << out.dump(2) << "\n";
   return 0;
@@ -100,13 +109,13 @@ int main(int argc, char** argv) {
   std::string plan_config, plan_modes = "all";
   bool plan_json = false;
   plan->add_option("config", plan_config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  plan->add_option("--memory", plan_modes, "none, inplace, share or all")
-      ->check(CLI::IsMember({"none", "inplace", "share", "all"}))->capture_default_str();
+  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH] or all")
+      ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  train->add_option("--memory", topt.memory, "allocation mode, overrides the config")->check(CLI::IsMember({"none", "inplace", "share"}));
+  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH]), overrides the config");
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")->check(CLI::PositiveNumber);
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
   train->add_option("--device", topt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -123,7 +132,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "time training steps of a config (synthetic batches of its shapes)");
   mnemo::BenchOptions bopt;
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  bench->add_option("--memory", bopt.memory, "allocation mode, overrides the config")->check(CLI::IsMember({"none", "inplace", "share"}));
+  bench->add_option("--memory", bopt.memory, "memory mode, overrides the config");
   bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);

@@ -1,6 +1,8 @@
 // Config loading (yaml-cpp) with file:line:column errors and unknown-key detection.
 #include "train/config.h"
 
+#include "memory/mirror_planner.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -308,7 +310,13 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.run.metrics = t.get_string("metrics", "");
     t.finish();
 
-    c.memory = top.get_string("memory", "share", {"none", "inplace", "share"});
+    c.memory = top.get_string("memory", "share");
+    try {
+      parse_memory_mode(c.memory);
+    } catch (const Error& e) {
+      top.fail(top.raw("memory"), "memory", "a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive or recursive=DEPTH",
+               "'" + c.memory + "'");
+    }
     c.device = top.get_string("device", "cpu", {"cpu", "cuda"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");

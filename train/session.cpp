@@ -157,7 +157,7 @@ int run_train(const TrainOptions& opt) {
   if (!opt.device.empty()) c.device = opt.device;
   MNEMO_CHECK(c.device == "cpu") << "device '" << c.device
                                  << "': this build of mnemo runs on the CPU only (the CUDA backend is not built yet); use --device cpu";
-  const AllocMode mode = parse_alloc_mode(c.memory);
+  parse_memory_mode(c.memory);  // a bad mode fails before any work
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const auto t_setup = Clock::now();
 
@@ -186,12 +186,14 @@ int run_train(const TrainOptions& opt) {
   }
 
   const int64_t rss0 = peak_rss_bytes();
-  PlannedStep ps = plan_pipeline(c, p, mode);
-  Executor ex(p.training.graph, ps.plan);
+  MirrorResult mr = plan_pipeline(c, p, c.memory);
+  const TrainingGraph& training = mr.training;
+  const PlannedStep& ps = mr.planned;
+  Executor ex(training.graph, ps.plan);
   params.bind(ex);
   ex.set_profiling(opt.profile);
   std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %d threads, %lld steps (%lld per epoch)\n",
-              opt.config.c_str(), c.model_type.c_str(), p.model.layers, p.training.graph.size(),
+              opt.config.c_str(), c.model_type.c_str(), p.model.layers, training.graph.size(),
               static_cast<long long>(c.data.batch), omp_get_max_threads(), static_cast<long long>(total),
               static_cast<long long>(loader.batches_per_epoch()));
   print_report(ps.report, ex.allocated_bytes(), "");
@@ -211,7 +213,7 @@ int run_train(const TrainOptions& opt) {
 
   const bool tty = isatty(STDOUT_FILENO);
   Tensor x, y;
-  std::vector<TensorView> grads(p.training.grads.size());
+  std::vector<TensorView> grads(training.grads.size());
   const auto t0 = Clock::now();
   double loss_ema = 0;
   const int64_t first = state.step;
@@ -221,13 +223,13 @@ int run_train(const TrainOptions& opt) {
     ex.bind(p.model.labels, y.view());
     const double lr = learning_rate(c.optimizer, c.schedule, state.step, total);
     ex.run();
-    const double loss = ex.entry(p.training.loss).as<float>()[0];
+    const double loss = ex.entry(training.loss).as<float>()[0];
     if (!std::isfinite(loss)) {
       if (tty) std::printf("\n");
       MNEMO_FAIL() << "the loss is " << loss << " at step " << state.step + 1 << " (lr " << lr
                    << "): training diverged; lower optimizer.lr or add warm-up. The last checkpoint is unchanged.";
     }
-    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(p.training.grads[k].grad);
+    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
     sgd.step(params, grads, lr);
     ++state.step;
     loss_ema = state.step - first == 1 ? loss : 0.95 * loss_ema + 0.05 * loss;
@@ -265,7 +267,7 @@ int run_train(const TrainOptions& opt) {
   if (opt.profile) {
     std::map<std::string, std::pair<double, int>> by_op;
     for (size_t v = 0; v < ex.profile().size(); ++v) {
-      auto& [t, n] = by_op[p.training.graph.node(static_cast<int>(v)).op->name];
+      auto& [t, n] = by_op[training.graph.node(static_cast<int>(v)).op->name];
       t += ex.profile()[v];
       n += ex.profile()[v] > 0;
     }
@@ -281,7 +283,7 @@ int run_train(const TrainOptions& opt) {
   if (!opt.checkpoint.empty()) checkpoint(opt.checkpoint);
   std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
               train_s / 60, (state.step - first) ? train_s / (state.step - first) : 0.0,
-              ex.entry(p.training.loss).as<float>()[0], loss_ema);
+              ex.entry(training.loss).as<float>()[0], loss_ema);
   if (opt.eval && c.data.eval) {
     const auto te = Clock::now();
     EvalResult er = evaluate(c, *make_source(c, Split::test), ds, params);
@@ -326,16 +328,16 @@ int run_grad(const GradOptions& opt) {
   }
   MNEMO_CHECK(w.tensors.size() == params.specs().size()) << "weights file " << opt.weights << " holds " << w.tensors.size()
                                                          << " tensors, the model has " << params.specs().size() << " parameters";
-  PlannedStep ps = plan_pipeline(c, p, parse_alloc_mode(c.memory));
-  Executor ex(p.training.graph, ps.plan);
+  MirrorResult mr = plan_pipeline(c, p, c.memory);
+  Executor ex(mr.training.graph, mr.planned.plan);
   params.bind(ex);
   ex.bind(p.model.data, x.view());
   ex.bind(p.model.labels, y.view());
   ex.run();
-  std::vector<std::pair<std::string, TensorView>> out{{"loss", ex.entry(p.training.loss)}};
-  for (const ParamGrad& g : p.training.grads) out.push_back({"grad/" + fwd.node(g.param).name, ex.entry(g.grad)});
+  std::vector<std::pair<std::string, TensorView>> out{{"loss", ex.entry(mr.training.loss)}};
+  for (const ParamGrad& g : mr.training.grads) out.push_back({"grad/" + fwd.node(g.param).name, ex.entry(g.grad)});
   write_safetensors(opt.out, out, {{"format", "mnemo-grad-1"}, {"config", opt.config}});
-  std::printf("loss %.6f; wrote the loss and %zu gradients to %s\n", ex.entry(p.training.loss).as<float>()[0], out.size() - 1,
+  std::printf("loss %.6f; wrote the loss and %zu gradients to %s\n", ex.entry(mr.training.loss).as<float>()[0], out.size() - 1,
               opt.out.c_str());
   return 0;
 }
@@ -353,10 +355,11 @@ int run_bench(const BenchOptions& opt) {
   Pipeline p = build_pipeline(c, ds, c.data.batch);
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
-  PlannedStep ps = plan_pipeline(c, p, parse_alloc_mode(c.memory));
-  Executor ex(p.training.graph, ps.plan);
+  MirrorResult mr = plan_pipeline(c, p, c.memory);
+  const PlannedStep& ps = mr.planned;
+  Executor ex(mr.training.graph, ps.plan);
   params.bind(ex);
-  const Graph& g = p.training.graph;
+  const Graph& g = mr.training.graph;
   Tensor x(g.node(g.find(p.model.data)).outputs[0]), y(g.node(g.find(p.model.labels)).outputs[0]);
   // Inputs drawn once: the step time does not depend on their values.
   uint64_t s = 12345;
@@ -364,12 +367,12 @@ int run_bench(const BenchOptions& opt) {
   for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>(splitmix64(s) % static_cast<uint64_t>(ds.classes));
   ex.bind(p.model.data, x.view());
   ex.bind(p.model.labels, y.view());
-  std::vector<TensorView> grads(p.training.grads.size());
+  std::vector<TensorView> grads(mr.training.grads.size());
   std::vector<double> times;
   for (int i = 0; i < opt.warmup + opt.steps; ++i) {
     const auto t0 = Clock::now();
     ex.run();
-    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(p.training.grads[k].grad);
+    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(mr.training.grads[k].grad);
     sgd.step(params, grads, 1e-3);
     if (i >= opt.warmup) times.push_back(seconds_since(t0));
   }

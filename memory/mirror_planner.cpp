@@ -1,0 +1,226 @@
+// Mirror planners (see mirror_planner.h).
+#include "memory/mirror_planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace mnemo {
+namespace {
+
+bool is_leaf(const Node& n) { return n.is(OpKind::input) || n.is(OpKind::param); }
+
+int64_t node_bytes(const Node& n) {
+  if (n.op->kind != OpKind::compute) return 0;  // views share their input's bytes
+  int64_t b = 0;
+  for (const TensorType& t : n.outputs) b += static_cast<int64_t>(t.bytes());
+  return b;
+}
+
+}  // namespace
+
+MemoryMode parse_memory_mode(const std::string& name) {
+  MemoryMode m;
+  m.name = name;
+  if (name == "none" || name == "inplace" || name == "share") {
+    m.alloc = parse_alloc_mode(name);
+    return m;
+  }
+  if (name == "drop-bn-relu") m.mirror = MirrorStrategy::drop_bn_relu;
+  else if (name == "sublinear") m.mirror = MirrorStrategy::sublinear;
+  else if (name == "recursive") m.mirror = MirrorStrategy::recursive;
+  else if (name.rfind("recursive=", 0) == 0) {
+    m.mirror = MirrorStrategy::recursive;
+    try {
+      size_t pos = 0;
+      m.depth = std::stoi(name.substr(10), &pos);
+      MNEMO_CHECK(pos == name.size() - 10 && m.depth >= 1) << "bad depth";
+    } catch (...) {
+      MNEMO_FAIL() << "memory mode '" << name << "': expected recursive=DEPTH with DEPTH >= 1";
+    }
+  } else {
+    MNEMO_FAIL() << "unknown memory mode '" << name
+                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive or recursive=DEPTH)";
+  }
+  return m;
+}
+
+std::vector<std::string> all_memory_modes() { return {"none", "inplace", "share", "drop-bn-relu", "sublinear", "recursive"}; }
+
+std::vector<Cut> find_cuts(const Graph& g) {
+  const int n = static_cast<int>(g.size());
+  std::vector<int> last(n, -1);
+  for (int v = 0; v < n; ++v)
+    for (const EntryRef& e : g.node(v).inputs) last[e.node] = std::max(last[e.node], v);
+  // Sweep: values enter at their producer and leave after their last forward reader.
+  std::vector<std::vector<int>> leave(n + 1);
+  std::vector<Cut> all;
+  std::vector<int64_t> bytes_at(n, 0);
+  std::vector<bool> alive(n, false);
+  int64_t live_bytes = 0;
+  for (int p = 0; p < n; ++p) {
+    const Node& node = g.node(p);
+    if (!is_leaf(node) && last[p] > p) {
+      alive[p] = true;
+      live_bytes += node_bytes(node);
+      leave[last[p]].push_back(p);
+    }
+    for (int u : leave[p]) alive[u] = false, live_bytes -= node_bytes(g.node(u));
+    bytes_at[p] = live_bytes;
+  }
+  // Candidates: local minima of the crossing bytes (window of 4 positions each side), at
+  // positions after a non-leaf node, with something crossing.
+  const int w = 4;
+  std::vector<int> order;
+  for (int p = 0; p < n; ++p)
+    if (!is_leaf(g.node(p))) order.push_back(p);
+  std::vector<bool> is_candidate(n, false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int p = order[i];
+    if (bytes_at[p] == 0) continue;
+    bool min = true;
+    for (size_t j = i >= static_cast<size_t>(w) ? i - w : 0; j < std::min(order.size(), i + w + 1) && min; ++j)
+      if (bytes_at[order[j]] < bytes_at[p]) min = false;
+    is_candidate[p] = min;
+  }
+  // Materialise the crossing sets of the candidates (second sweep).
+  std::fill(alive.begin(), alive.end(), false);
+  std::vector<int> live_list;
+  for (int p = 0; p < n; ++p) {
+    const Node& node = g.node(p);
+    if (!is_leaf(node) && last[p] > p) alive[p] = true, live_list.push_back(p);
+    for (int u : leave[p]) alive[u] = false;
+    if (!is_candidate[p]) continue;
+    live_list.erase(std::remove_if(live_list.begin(), live_list.end(), [&](int u) { return !alive[u]; }), live_list.end());
+    all.push_back({p, live_list, bytes_at[p]});
+  }
+  return all;
+}
+
+MirrorPlan drop_bn_relu_plan(const Graph& g) {
+  MirrorPlan m(g.size(), 0);
+  for (size_t v = 0; v < g.size(); ++v) {
+    const std::string& op = g.node(static_cast<int>(v)).op->name;
+    if (op == "batch_norm" || op == "relu" || op == "max_pool2d" || op == "avg_pool2d" || op == "global_avg_pool") m[v] = 1;
+  }
+  return m;
+}
+
+MirrorPlan budget_plan(const Graph& g, const std::vector<Cut>& cuts, double budget, double* x_out, double* y_out, int* kept) {
+  MirrorPlan m(g.size(), 0);
+  for (size_t v = 0; v < g.size(); ++v)
+    if (!is_leaf(g.node(static_cast<int>(v)))) m[v] = 1;
+  double temp = 0, x = 0, y = 0;
+  size_t c = 0;
+  int k = 0;
+  for (size_t p = 0; p < g.size(); ++p) {
+    const Node& node = g.node(static_cast<int>(p));
+    if (is_leaf(node)) continue;
+    temp += static_cast<double>(node_bytes(node));
+    while (c < cuts.size() && cuts[c].position < static_cast<int>(p)) ++c;
+    if (c < cuts.size() && cuts[c].position == static_cast<int>(p) && temp > budget) {
+      for (int u : cuts[c].keep) m[u] = 0;
+      x += static_cast<double>(cuts[c].bytes);
+      y = std::max(y, temp);
+      temp = 0;
+      ++k;
+    }
+  }
+  if (x_out) *x_out = x;
+  if (y_out) *y_out = std::max(y, temp);
+  if (kept) *kept = k;
+  return m;
+}
+
+MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int depth, int k) {
+  MNEMO_CHECK(k >= 1) << "recursive plan: k must be >= 1";
+  const int n_cuts = static_cast<int>(cuts.size());
+  if (depth <= 0) depth = std::max(1, static_cast<int>(std::ceil(std::log(n_cuts + 1.0) / std::log(k + 1.0))));
+  MirrorPlan m(g.size(), 0);
+  for (size_t v = 0; v < g.size(); ++v)
+    if (!is_leaf(g.node(static_cast<int>(v)))) m[v] = depth;
+  // Cuts of level L (1 = top) get m = L - 1: the k cuts splitting [lo, hi) into k + 1 parts.
+  struct Range {
+    int lo, hi, level;
+  };
+  std::vector<Range> todo{{0, n_cuts, 1}};
+  while (!todo.empty()) {
+    Range r = todo.back();
+    todo.pop_back();
+    if (r.hi <= r.lo || r.level > depth) continue;
+    int prev = r.lo;
+    for (int j = 1; j <= k; ++j) {
+      const int c = r.lo + static_cast<int>((static_cast<int64_t>(r.hi - r.lo) * j) / (k + 1));
+      if (c < prev || c >= r.hi) continue;
+      for (int u : cuts[c].keep) m[u] = std::min(m[u], r.level - 1);
+      todo.push_back({prev, c, r.level + 1});
+      prev = c + 1;
+    }
+    todo.push_back({prev, r.hi, r.level + 1});
+  }
+  return m;
+}
+
+MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
+                         int optimizer_state) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto apply = [&](MirrorPlan m) {
+    if (m.empty()) m.assign(fwd.size(), 0);
+    for (const auto& [node, k] : overrides) m.at(node) = k;
+    return m;
+  };
+  auto evaluate = [&](const MirrorPlan& m) {
+    MirrorResult r;
+    r.mirror = m;
+    r.training = build_training_graph(fwd, loss, m);
+    r.planned = plan_training_step(r.training, mode.alloc, optimizer_state);
+    return r;
+  };
+  MirrorResult best;
+  switch (mode.mirror) {
+    case MirrorStrategy::none: best = evaluate(apply({})); break;
+    case MirrorStrategy::drop_bn_relu: best = evaluate(apply(drop_bn_relu_plan(fwd))); break;
+    case MirrorStrategy::recursive: best = evaluate(apply(recursive_plan(fwd, find_cuts(fwd), mode.depth))); break;
+    case MirrorStrategy::sublinear: {
+      const std::vector<Cut> cuts = find_cuts(fwd);
+      std::vector<SearchStep> log;
+      auto score = [](const MirrorResult& r) { return r.planned.report.feature_map_bytes + r.planned.report.workspace_bytes; };
+      // Scores the plans of `budgets` (in parallel: they are independent) and keeps the best; ties
+      // go to the earlier budget, so the result does not depend on the thread count.
+      auto run = [&](const std::vector<double>& budgets) {
+        std::vector<MirrorResult> rs(budgets.size());
+        std::vector<int> kept(budgets.size());
+#pragma omp parallel for schedule(dynamic)
+        for (size_t i = 0; i < budgets.size(); ++i) rs[i] = evaluate(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
+        for (size_t i = 0; i < budgets.size(); ++i) {
+          const MemoryReport& rep = rs[i].planned.report;
+          log.push_back({budgets[i], kept[i], rep.feature_map_bytes, rep.workspace_bytes, rep.recompute_flops, false});
+          if (best.training.graph.size() == 0 || score(rs[i]) < score(best)) best = std::move(rs[i]);
+        }
+      };
+      double x = 0, y = 0;
+      budget_plan(fwd, cuts, 0.0, &x, &y, nullptr);
+      const double b = std::sqrt(x * y);
+      std::vector<double> budgets{0.0, b};
+      for (int i = 0; i < 6; ++i) budgets.push_back(b / std::sqrt(2.0) * std::pow(2.0, i / 5.0));  // 6 points, B/sqrt2 .. sqrt2 B
+      run(budgets);
+      for (SearchStep& s : log)
+        s.chosen = s.feature_map_bytes == best.planned.report.feature_map_bytes &&
+                   s.workspace_bytes == best.planned.report.workspace_bytes;
+      // Mark only the first equal entry as chosen.
+      bool seen = false;
+      for (SearchStep& s : log) {
+        if (s.chosen && seen) s.chosen = false;
+        seen |= s.chosen;
+      }
+      best.search = std::move(log);
+      break;
+    }
+  }
+  best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  best.planned.report.mode = mode.name;
+  best.planned.report.planning_seconds = best.planning_seconds;
+  return best;
+}
+
+}  // namespace mnemo

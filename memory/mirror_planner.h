@@ -1,0 +1,73 @@
+// Mirror planners: choose m(v) (which forward results to drop and recompute) for a forward graph,
+// each candidate plan scored by the exact static memory plan of its training graph.
+//   drop-bn-relu  m = 1 for batch norm, ReLU and pooling; conv / fully connected outputs kept
+//                 (Chen et al. Sec. 4.2)
+//   sublinear     Alg. 3 over candidate cuts with the Appendix A search over the budget B
+//                 (B = 0, then sqrt(x y), then 6 points on [B/sqrt2, sqrt2 B]); the least
+//                 feature-map + workspace bytes wins (Sec. 4.3)
+//   recursive     nested mirror counts: cuts chosen by recursive bisection (k per level), a cut
+//                 at level L gets m = L - 1, everything else m = depth (Sec. 4.4, g(n) = k log_{k+1} n)
+// Candidate cuts are found in the graph itself, so generic graphs work too: after each forward
+// node p, the crossing set S_p = the non-leaf values computed at or before p and read after p.
+// A position is a candidate when S_p's bytes are a local minimum (ResNet: residual block outputs;
+// LSTM: step and layer boundaries, S = {h, c}). Keeping all of S_p separates the graph there.
+// Requires: a typed forward graph. Provides: MirrorPlan + the search log. Per-node overrides
+// (config `mirror: k`) are applied on top of every candidate plan.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "memory/report.h"
+
+namespace mnemo {
+
+enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive };
+
+// A memory mode of ARCHITECTURE.md: allocation + mirror strategy.
+struct MemoryMode {
+  std::string name;
+  AllocMode alloc = AllocMode::share;
+  MirrorStrategy mirror = MirrorStrategy::none;
+  int depth = 0;  // recursive: levels (0 = enough to reach segments of one cut)
+};
+// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH
+MemoryMode parse_memory_mode(const std::string& name);
+std::vector<std::string> all_memory_modes();  // the names above (recursive with automatic depth)
+
+struct Cut {
+  int position;             // forward node after which the cut lies
+  std::vector<int> keep;    // the crossing set S_p (node ids)
+  int64_t bytes = 0;        // bytes of S_p
+};
+std::vector<Cut> find_cuts(const Graph& forward);
+
+struct SearchStep {
+  double budget = 0;
+  int kept_cuts = 0;
+  int64_t feature_map_bytes = 0, workspace_bytes = 0;
+  double recompute_flops = 0;
+  bool chosen = false;
+};
+
+struct MirrorResult {
+  MirrorPlan mirror;
+  TrainingGraph training;
+  PlannedStep planned;
+  std::vector<SearchStep> search;  // sublinear: every budget tried
+  double planning_seconds = 0;     // mirror search + memory planning
+};
+
+// Plans m(v) for `mode`, builds the training graph and its memory plan. `overrides`: node id ->
+// mirror count from the config, applied to every candidate. `optimizer_state`: tensors per
+// trainable parameter (for the report).
+MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& mode,
+                         const std::map<int, int>& overrides, int optimizer_state);
+
+// The building blocks, exposed for tests and tools.
+MirrorPlan drop_bn_relu_plan(const Graph& forward);
+MirrorPlan budget_plan(const Graph& forward, const std::vector<Cut>& cuts, double budget, double* x, double* y,
+                       int* kept);  // Alg. 3
+MirrorPlan recursive_plan(const Graph& forward, const std::vector<Cut>& cuts, int depth, int k = 1);
+
+}  // namespace mnemo

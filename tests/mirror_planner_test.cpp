@@ -1,0 +1,159 @@
+// Mirror planners: every memory mode gives losses, gradients and running statistics bitwise
+// identical to `none` (ResNet with BN, the LSTM, a generic DAG); the planners' structure (cuts at
+// residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
+// A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
+#include <random>
+
+#include "memory/mirror_planner.h"
+#include "test_util.h"
+#include "train/param_store.h"
+#include "train/pipeline.h"
+
+namespace mnemo::test {
+namespace {
+
+Config small_resnet() {
+  return parse_config("model: {type: resnet, style: cifar, depth: 14, width: 4}\n"
+                      "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4}\n"
+                      "train: {steps: 1}\n", "resnet14.yaml");
+}
+Config small_lstm() {
+  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true}\n"
+                      "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
+                      "train: {steps: 1}\n", "lstm.yaml");
+}
+Config graph_config() { return load_config(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml"); }
+
+struct Outputs {
+  std::vector<Tensor> values;  // loss, every gradient, then running statistics after the step
+};
+
+Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
+  const Graph& fwd = p.model.builder.graph();
+  ParamStore params(fwd, p.model.builder.params(), 5);
+  Executor ex(mr.training.graph, mr.planned.plan);
+  EXPECT_EQ(ex.allocated_bytes(), mr.planned.report.arena_bytes);
+  validate_plan(mr.training.graph, mr.planned.plan);
+  params.bind(ex);
+  Tensor x(fwd.node(fwd.find(p.model.data)).outputs[0]), y(fwd.node(fwd.find(p.model.labels)).outputs[0]);
+  fill_normal(x, 17);
+  fill_ints(y, 18, p.data.classes);
+  ex.bind(p.model.data, x.view());
+  ex.bind(p.model.labels, y.view());
+  ex.run();
+  Outputs o;
+  auto copy = [&](TensorView v) {
+    Tensor t(v.type);
+    std::memcpy(t.data(), v.data, v.bytes());
+    o.values.push_back(std::move(t));
+  };
+  copy(ex.entry(mr.training.loss));
+  for (const ParamGrad& g : mr.training.grads) copy(ex.entry(g.grad));
+  for (const StateUpdate& u : fwd.state_updates) copy(params.at(fwd.node(u.param).name).view());
+  return o;
+}
+
+class EveryMode : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryMode, BitwiseIdenticalToNone) {
+  const Config c = GetParam() == 0 ? small_resnet() : GetParam() == 1 ? small_lstm() : graph_config();
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  const Outputs ref = step(c, p, plan_pipeline(c, p, "none"));
+  std::vector<std::string> modes = all_memory_modes();
+  modes.push_back("recursive=1");
+  modes.push_back("recursive=3");
+  for (const std::string& m : modes) {
+    const MirrorResult mr = plan_pipeline(c, p, m);
+    const Outputs o = step(c, p, mr);
+    ASSERT_EQ(o.values.size(), ref.values.size());
+    for (size_t k = 0; k < o.values.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << c.file << " mode " << m << " output " << k;
+    if (m == "sublinear" || m.rfind("recursive", 0) == 0) EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Values(0, 1, 2),
+                         [](const auto& info) { return std::string(info.param == 0 ? "resnet" : info.param == 1 ? "lstm" : "graph"); });
+
+TEST(MirrorPlanner, CutsAreResidualBlockOutputsAndLstmStepBoundaries) {
+  const Config r = small_resnet();
+  const Pipeline rp = build_pipeline(r, static_data_shape(r), 4);
+  const Graph& rg = rp.model.builder.graph();
+  int block_outputs = 0;
+  for (const Cut& cut : find_cuts(rg)) {
+    ASSERT_FALSE(cut.keep.empty());
+    for (int u : cut.keep) block_outputs += rg.node(u).name.find("/out") != std::string::npos;
+  }
+  // Depth 14 has 6 residual blocks; the last one's output is not a local minimum (the global
+  // average pool after it is smaller).
+  EXPECT_GE(block_outputs, 5);
+  const Config l = small_lstm();
+  const Pipeline lp = build_pipeline(l, static_data_shape(l), 3);
+  const Graph& lg = lp.model.builder.graph();
+  int step_cuts = 0;
+  for (const Cut& cut : find_cuts(lg)) {
+    std::set<std::string> kinds;
+    for (int u : cut.keep) {
+      const std::string& nm = lg.node(u).name;
+      if (lg.node(u).outputs[0].numel() == 1) continue;  // per-step losses waiting for the final sum
+      kinds.insert(nm.substr(nm.rfind('/') + 1));
+    }
+    step_cuts += kinds == std::set<std::string>{"h", "c"} || kinds == std::set<std::string>{"h", "ig"};
+  }
+  EXPECT_GE(step_cuts, 11) << "12 steps: a cut crossed by {h, c} after (almost) every step";
+}
+
+TEST(MirrorPlanner, DropBnReluKeepsConvolutions) {
+  const Config r = small_resnet();
+  const Pipeline p = build_pipeline(r, static_data_shape(r), 4);
+  const Graph& g = p.model.builder.graph();
+  const MirrorPlan m = drop_bn_relu_plan(g);
+  for (size_t v = 0; v < g.size(); ++v) {
+    const std::string& op = g.node(static_cast<int>(v)).op->name;
+    if (op == "conv2d" || op == "fully_connected") EXPECT_EQ(m[v], 0);
+    if (op == "batch_norm" || op == "relu") EXPECT_EQ(m[v], 1);
+  }
+}
+
+TEST(MirrorPlanner, SublinearSearchLogsEveryBudgetAndMemoryOrdering) {
+  const Config r = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
+  const Pipeline p = build_pipeline(r, static_data_shape(r), 16);
+  const MirrorResult share = plan_pipeline(r, p, "share");
+  const MirrorResult sub = plan_pipeline(r, p, "sublinear");
+  const MirrorResult rec = plan_pipeline(r, p, "recursive");
+  ASSERT_EQ(sub.search.size(), 8u) << "B = 0, sqrt(xy), and a 6-point grid";
+  EXPECT_EQ(sub.search[0].budget, 0.0);
+  int chosen = 0;
+  int64_t best = INT64_MAX;
+  for (const SearchStep& s : sub.search) {
+    chosen += s.chosen;
+    best = std::min(best, s.feature_map_bytes + s.workspace_bytes);
+  }
+  EXPECT_EQ(chosen, 1);
+  EXPECT_EQ(sub.planned.report.feature_map_bytes + sub.planned.report.workspace_bytes, best);
+  EXPECT_LT(sub.planned.report.feature_map_bytes * 3, share.planned.report.feature_map_bytes);
+  EXPECT_LT(rec.planned.report.feature_map_bytes, sub.planned.report.feature_map_bytes);
+  // One extra forward, roughly: recompute between 20% and 50% of the plain step.
+  const double overhead = sub.planned.report.recompute_flops / (sub.planned.report.step_flops - sub.planned.report.recompute_flops);
+  EXPECT_GT(overhead, 0.2);
+  EXPECT_LT(overhead, 0.5);
+}
+
+TEST(MirrorPlanner, ConfigOverridesWinOverPlanners) {
+  Config c = small_resnet();
+  const Pipeline p0 = build_pipeline(c, static_data_shape(c), 4);
+  const Graph& g = p0.model.builder.graph();
+  const int conv = g.find("stage1/block0/a/conv");
+  ASSERT_GE(conv, 0);
+  c.mirror["stage1/block0/a/conv"] = 2;
+  const Pipeline p = build_pipeline(c, static_data_shape(c), 4);
+  for (const std::string& m : {std::string("share"), std::string("drop-bn-relu"), std::string("sublinear")}) {
+    const MirrorResult mr = plan_pipeline(c, p, m);
+    EXPECT_EQ(mr.mirror[conv], 2) << m;
+  }
+  EXPECT_THROW(parse_memory_mode("recursive=0"), Error);
+  EXPECT_THROW(parse_memory_mode("sublinar"), Error);
+}
+
+}  // namespace
+}  // namespace mnemo::test
