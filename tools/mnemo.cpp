@@ -1,6 +1,7 @@
 // The mnemo command: `mnemo --version`, `mnemo ops`, `mnemo demo` (see --help).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <sstream>
 
 #include "autograd/op_info.h"
 #include "core/error.h"
@@ -8,6 +9,7 @@
 #include "train/inspect.h"
 #include "train/pipeline.h"
 #include "train/session.h"
+#include "train/curve.h"
 
 #include <nlohmann/json.hpp>
 
@@ -137,6 +139,15 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);
   bench->add_flag("--json", bopt.json, "one JSON line");
+  auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode: CSV and log-log plots");
+  mnemo::CurveOptions copt;
+  std::string curve_modes = "share,sublinear";
+  curve->add_option("model", copt.model, "resnet, lstm or a config file")->required();
+  curve->add_option("--vary", copt.vary, "depth, seq or batch")->check(CLI::IsMember({"depth", "seq", "batch"}))->capture_default_str();
+  curve->add_option("--values", copt.values, "values of the varied quantity")->required()->delimiter(',');
+  curve->add_option("--memory", curve_modes, "comma-separated memory modes")->capture_default_str();
+  curve->add_option("--out", copt.out, "output directory")->capture_default_str();
+  curve->add_flag("!--no-plot", copt.plot, "write the CSV only");
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
@@ -144,6 +155,12 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return mnemo::run_train(topt);
     if (app.got_subcommand("grad")) return mnemo::run_grad(gopt);
     if (app.got_subcommand("bench")) return mnemo::run_bench(bopt);
+    if (app.got_subcommand("curve")) {
+      std::stringstream ss(curve_modes);
+      for (std::string m; std::getline(ss, m, ',');)
+        if (!m.empty()) copt.modes.push_back(m);
+      return mnemo::run_curve(copt);
+    }
     if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

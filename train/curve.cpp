@@ -1,0 +1,156 @@
+// Memory curves (see curve.h).
+#include "train/curve.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "train/pipeline.h"
+
+namespace mnemo {
+
+std::vector<int> bottleneck_blocks_for_depth(int64_t depth) {
+  switch (depth) {
+    case 50: return {3, 4, 6, 3};
+    case 101: return {3, 4, 23, 3};
+    case 152: return {3, 8, 36, 3};
+    case 200: return {3, 24, 36, 3};
+  }
+  MNEMO_CHECK(depth >= 26 && (depth - 2) % 3 == 0)
+      << "--values: an ImageNet-style bottleneck ResNet has 3 * blocks + 2 layers (at least 26), got depth " << depth;
+  const int rest = static_cast<int>((depth - 2) / 3) - 6;
+  const int s2 = std::max(1, (rest + 2) / 4);
+  return {3, s2, rest - s2, 3};
+}
+
+namespace {
+
+Config base_config(const std::string& model) {
+  if (model == "resnet")
+    return parse_config("model: {type: resnet, style: imagenet, block: bottleneck, blocks: [3, 4, 6, 3]}\n"
+                        "data: {source: synthetic, shape: [3, 224, 224], classes: 1000, batch: 32}\n"
+                        "optimizer: {momentum: 0.9}\ntrain: {steps: 1}\n",
+                        "resnet (ImageNet-style, batch 32, 3x224x224)");
+  if (model == "lstm")
+    return parse_config("model: {type: lstm, layers: 4, hidden: 1024, per_step: true}\n"
+                        "data: {source: synthetic-seq, shape: [64, 50], classes: 5000, batch: 64}\n"
+                        "optimizer: {momentum: 0.9}\ntrain: {steps: 1}\n",
+                        "lstm (the paper's: 4 x 1024, batch 64, input 50, 5000 classes)");
+  return load_config(model);
+}
+
+Config with_value(Config c, const std::string& vary, int64_t v) {
+  if (vary == "batch") {
+    MNEMO_CHECK(v >= 1) << "--values: a batch must be >= 1, got " << v;
+    c.data.batch = v;
+  } else if (vary == "depth") {
+    MNEMO_CHECK(c.model_type == "resnet") << "--vary depth needs a ResNet model, " << c.file << " is a " << c.model_type;
+    if (c.resnet.style == "cifar") {
+      c.resnet.depth = static_cast<int>(v);
+      c.resnet.blocks.clear();
+    } else {
+      c.resnet.blocks = bottleneck_blocks_for_depth(v);
+      c.resnet.block = "bottleneck";
+    }
+  } else if (vary == "seq") {
+    MNEMO_CHECK(c.model_type == "lstm" && c.data.shape.size() == 2) << "--vary seq needs an LSTM on synthetic sequences";
+    MNEMO_CHECK(v >= 1) << "--values: a sequence length must be >= 1, got " << v;
+    c.data.shape[0] = v;
+    c.lstm.steps = v;
+  } else {
+    MNEMO_FAIL() << "--vary must be depth, seq or batch, got '" << vary << "'";
+  }
+  return c;
+}
+
+double slope(const std::vector<std::pair<double, double>>& xy) {
+  if (xy.size() < 2) return NAN;
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : xy) mx += std::log(x), my += std::log(y);
+  mx /= xy.size(), my /= xy.size();
+  double sxy = 0, sxx = 0;
+  for (const auto& [x, y] : xy) sxy += (std::log(x) - mx) * (std::log(y) - my), sxx += (std::log(x) - mx) * (std::log(x) - mx);
+  return sxx > 0 ? sxy / sxx : NAN;
+}
+
+}  // namespace
+
+int run_curve(const CurveOptions& opt) {
+  MNEMO_CHECK(!opt.values.empty()) << "--values: give at least one value";
+  MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
+  for (const std::string& m : opt.modes) parse_memory_mode(m);
+  const Config base = base_config(opt.model);
+  std::filesystem::create_directories(opt.out);
+  const std::string csv_path = opt.out + "/curve.csv";
+  std::ofstream csv(csv_path);
+  MNEMO_CHECK(csv) << "cannot write " << csv_path;
+  csv << "model,vary,value,layers,mode,feature_map_bytes,workspace_bytes,param_bytes,param_grad_bytes,optimizer_bytes,"
+         "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds\n";
+  std::map<std::string, std::vector<std::pair<double, double>>> fm, total;
+  const size_t jobs = opt.values.size() * opt.modes.size();
+  size_t done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t v : opt.values) {
+    const Config c = with_value(base, opt.vary, v);
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    for (const std::string& m : opt.modes) {
+      const MirrorResult mr = plan_pipeline(c, p, m);
+      const MemoryReport& r = mr.planned.report;
+      const double overhead = r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
+      csv << opt.model << ',' << opt.vary << ',' << v << ',' << p.model.layers << ',' << m << ',' << r.feature_map_bytes << ','
+          << r.workspace_bytes << ',' << r.param_bytes << ',' << r.param_grad_bytes << ',' << r.optimizer_bytes << ','
+          << r.input_bytes << ',' << r.total_bytes << ',' << r.max_live_bytes << ',' << r.fragmentation << ',' << r.step_flops
+          << ',' << r.recompute_flops << ',' << overhead << ',' << r.planning_seconds << '\n';
+      csv.flush();
+      const double x = opt.vary == "depth" ? p.model.layers : static_cast<double>(v);
+      fm[m].push_back({x, static_cast<double>(r.feature_map_bytes)});
+      total[m].push_back({x, static_cast<double>(r.total_bytes)});
+      ++done;
+      std::printf("[%zu/%zu] %s %lld (%d layers) %-13s feature maps %10s  total %10s  recompute %5.1f%%  planned in %.2f s  (elapsed %.0f s)\n",
+                  done, jobs, opt.vary.c_str(), static_cast<long long>(v), p.model.layers, m.c_str(),
+                  format_bytes(r.feature_map_bytes).c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead,
+                  r.planning_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::fflush(stdout);
+    }
+  }
+  std::ofstream sl(opt.out + "/slopes.csv");
+  sl << "mode,feature_map_slope,total_slope\n";
+  std::printf("log-log slopes (memory ~ %s^slope):\n", opt.vary.c_str());
+  for (const std::string& m : opt.modes) {
+    sl << m << ',' << slope(fm[m]) << ',' << slope(total[m]) << '\n';
+    std::printf("  %-13s feature maps %.3f, total %.3f\n", m.c_str(), slope(fm[m]), slope(total[m]));
+  }
+  std::printf("wrote %s and %s/slopes.csv\n", csv_path.c_str(), opt.out.c_str());
+  if (!opt.plot) return 0;
+  // One data file per mode, one gnuplot script for the two plots.
+  for (const std::string& m : opt.modes) {
+    std::ofstream d(opt.out + "/" + m + ".dat");
+    for (size_t i = 0; i < fm[m].size(); ++i)
+      d << fm[m][i].first << ' ' << fm[m][i].second / 1073741824.0 << ' ' << total[m][i].second / 1073741824.0 << '\n';
+  }
+  const std::string xlabel = opt.vary == "depth" ? "layers" : opt.vary == "seq" ? "sequence length" : "batch size";
+  std::ofstream gp(opt.out + "/plot.gp");
+  for (const auto& [file, col, title] : {std::tuple<std::string, int, std::string>{"feature_map.png", 2, "feature map memory (static plan)"},
+                                         {"total.png", 3, "total memory of one training step"}}) {
+    gp << "set terminal pngcairo size 900,600 noenhanced\nset output '" << opt.out << "/" << file << "'\n"
+       << "set logscale xy\nset grid\nset key top left\nset xlabel '" << xlabel << "'\nset ylabel 'GiB'\n"
+       << "set title '" << base.file << ": " << title << "'\nplot ";
+    for (size_t i = 0; i < opt.modes.size(); ++i)
+      gp << (i ? ", " : "") << "'" << opt.out << "/" << opt.modes[i] << ".dat' using 1:" << col << " with linespoints lw 2 title '"
+         << opt.modes[i] << "'";
+    gp << "\n";
+  }
+  gp.close();
+  const std::string cmd = "gnuplot '" + opt.out + "/plot.gp' 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "mnemo curve: gnuplot failed or is not installed (apt-get install gnuplot-nox); the CSV is written\n");
+    return 1;
+  }
+  std::printf("plots: %s/feature_map.png, %s/total.png\n", opt.out.c_str(), opt.out.c_str());
+  return 0;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,28 @@
+// `mnemo curve`: memory (and recompute) versus depth, sequence length or batch, per memory mode,
+// from exact static plans (shapes only: nothing runs). Writes DIR/curve.csv (one row per value
+// and mode, ARCHITECTURE.md column names), DIR/slopes.csv (log-log slope of feature_map_bytes and
+// total_bytes per mode) and log-log plots DIR/feature_map.png and DIR/total.png drawn by gnuplot,
+// one line per mode, like Chen et al. Fig. 5a / 6a.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mnemo {
+
+struct CurveOptions {
+  std::string model;                // "resnet" (ImageNet-style, batch 32, 3x224x224), "lstm" (the paper's) or a config file
+  std::string vary = "depth";       // depth (ResNet), seq (LSTM), batch (any)
+  std::vector<int64_t> values;
+  std::vector<std::string> modes;   // memory modes
+  std::string out = "out/curve";
+  bool plot = true;
+};
+
+int run_curve(const CurveOptions& opt);
+
+// ImageNet-style bottleneck block counts for a depth (3 * blocks + 2 layers): the standard ones
+// for 50/101/152/200, otherwise stages 1 and 4 hold 3 blocks and the rest is split 1:3 between
+// stages 2 and 3 (about the 3/80/247/3 of configs/resnet1000-imagenet.yaml). Throws if depth - 2 is not a multiple of 3.
+std::vector<int> bottleneck_blocks_for_depth(int64_t depth);
+
+}  // namespace mnemo
