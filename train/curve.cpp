@@ -66,6 +66,13 @@ Config with_value(Config c, const std::string& vary, int64_t v) {
   return c;
 }
 
+// A gnuplot single-quoted string literal: quotes are doubled.
+std::string gp_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("''") : std::string(1, ch);
+  return q + "'";
+}
+
 double slope(const std::vector<std::pair<double, double>>& xy) {
   if (xy.size() < 2) return NAN;
   double mx = 0, my = 0;
@@ -135,12 +142,12 @@ int run_curve(const CurveOptions& opt) {
   std::ofstream gp(opt.out + "/plot.gp");
   for (const auto& [file, col, title] : {std::tuple<std::string, int, std::string>{"feature_map.png", 2, "feature map memory (static plan)"},
                                          {"total.png", 3, "total memory of one training step"}}) {
-    gp << "set terminal pngcairo size 900,600 noenhanced\nset output '" << opt.out << "/" << file << "'\n"
-       << "set logscale xy\nset grid\nset key top left\nset xlabel '" << xlabel << "'\nset ylabel 'GiB'\n"
-       << "set title '" << base.file << ": " << title << "'\nplot ";
+    gp << "set terminal pngcairo size 900,600 noenhanced\nset output " << gp_quote(opt.out + "/" + file) << "\n"
+       << "set logscale xy\nset grid\nset key top left\nset xlabel " << gp_quote(xlabel) << "\nset ylabel 'GiB'\n"
+       << "set title " << gp_quote(base.file + ": " + title) << "\nplot ";
     for (size_t i = 0; i < opt.modes.size(); ++i)
-      gp << (i ? ", " : "") << "'" << opt.out << "/" << opt.modes[i] << ".dat' using 1:" << col << " with linespoints lw 2 title '"
-         << opt.modes[i] << "'";
+      gp << (i ? ", " : "") << gp_quote(opt.out + "/" + opt.modes[i] + ".dat") << " using 1:" << col
+         << " with linespoints lw 2 title " << gp_quote(opt.modes[i]);
     gp << "\n";
   }
   gp.close();
