@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds mnemo and runs the main job: a small conv net trained on synthetic data, printing the loss
-# and the memory figures. Extra arguments go to `mnemo demo` (e.g. --steps 50).
+# Builds mnemo and runs the main job: ResNet-20 trained on Fashion-MNIST (Debian's
+# dataset-fashion-mnist), printing progress, the test accuracy and the memory report of the
+# config's memory mode. Extra arguments go to `mnemo train` (e.g. --memory sublinear, --steps 200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
 build=${MNEMO_BUILD_DIR:-build}
-"$build/mnemo" demo "$@"
+"$build/mnemo" train configs/resnet20-fashion-mnist.yaml "$@"
