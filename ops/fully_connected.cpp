@@ -3,8 +3,10 @@
 //   fully_connected_grad_data(dy[N,M], w[M,D])     dx[N,D] = dy w
 //   fully_connected_grad_weight(dy[N,M], x[N,D])   dw[M,D] = dy^T x
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
-// N batch, D input features, M output features. The GEMMs are Eigen's (row-major maps, OpenMP
-// inside Eigen); each costs 2*N*M*D flops.
+// N batch, D input features, M output features. The GEMMs are oneDNN's sgemm (float32) and
+// Eigen's (float64), both multithreaded with OpenMP; each costs 2*N*M*D flops.
+#include <oneapi/dnnl/dnnl.h>
+
 #include "ops/common.h"
 
 namespace mnemo::ops {
@@ -39,13 +41,34 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
   return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
 }
 
+// Row-major C[M,N] = op(A) op(B). float32 through oneDNN's sgemm where it measured faster than
+// Eigen on this machine (2 threads, LSTM shapes 32-64 x 512-1024 -> 2048-5000: A B 190-212 vs
+// 88-119 GFLOP/s, A^T B 156-197 vs 92-111), Eigen for A B^T (70-109 vs 55-62) and float64.
+// ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!ta && tb) {
+      MatMap<T>(C, M, N).noalias() = Eigen::Map<const Mat<T>>(A, M, K) * Eigen::Map<const Mat<T>>(B, N, K).transpose();
+      return;
+    }
+    const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+    MNEMO_CHECK(st == dnnl_success) << "oneDNN sgemm failed with status " << static_cast<int>(st) << " for M=" << M
+                                    << " N=" << N << " K=" << K;
+  } else {
+    using Map = Eigen::Map<const Mat<T>>;
+    MatMap<T> c(C, M, N);
+    if (!ta && !tb) c.noalias() = Map(A, M, K) * Map(B, K, N);
+    else if (!ta && tb) c.noalias() = Map(A, M, K) * Map(B, N, K).transpose();
+    else if (ta && !tb) c.noalias() = Map(A, K, M).transpose() * Map(B, K, N);
+    else c.noalias() = Map(A, K, M).transpose() * Map(B, N, K).transpose();
+  }
+}
+
 void fc_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "fully_connected", [&]<class T>() {
-    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0);
-    auto x = cmat<T>(c.in[0], n);
-    auto w = cmat<T>(c.in[1], m);
-    auto y = mat<T>(c.out[0], n);
-    y.noalias() = x * w.transpose();
+    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[0].dim(1);
+    gemm<T>(false, true, n, m, d, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // y = x w^T
     if (c.in.size() == 3) {
       const T* b = c.in[2].as<T>();
       T* yp = c.out[0].as<T>();
@@ -77,8 +100,8 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
 
 void grad_data_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_data", [&]<class T>() {
-    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0);
-    mat<T>(c.out[0], n).noalias() = cmat<T>(c.in[0], n) * cmat<T>(c.in[1], m);
+    const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[1].dim(1);
+    gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // dx = dy w
   });
 }
 
@@ -95,8 +118,8 @@ std::vector<TensorType> infer_grad_weight(const void*, std::span<const TensorTyp
 
 void grad_weight_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_weight", [&]<class T>() {
-    const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1);
-    mat<T>(c.out[0], m).noalias() = cmat<T>(c.in[0], n).transpose() * cmat<T>(c.in[1], n);
+    const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1), d = c.in[1].dim(1);
+    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // dw = dy^T x
   });
 }
 

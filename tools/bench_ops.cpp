@@ -55,6 +55,7 @@ class OpRun {
     const Node& n = g_.node(id_);
     n.op->cpu(KernelContext{in_views_, out_views_, n.params.get(), ws_.data(), ws_bytes_});
   }
+  size_t workspace_bytes() const { return ws_bytes_; }
   double flops() const {
     const Node& n = g_.node(id_);
     std::vector<TensorType> in;
@@ -103,9 +104,15 @@ struct ConvPasses {
   }
 };
 
+// Planned workspace of each registered conv pass (printed with the summary).
+std::vector<std::pair<std::string, size_t>> g_workspaces;
+
 void register_conv(const ConvShape& s, const std::string& algo) {
   const std::string base = (algo == "auto" ? "conv2d/" : "conv2d_" + algo + "/") + s.name() + "/";
   auto passes = std::make_shared<ConvPasses>(s, algo);
+  g_workspaces.push_back({base + "fwd", passes->fwd.workspace_bytes()});
+  g_workspaces.push_back({base + "bwd_data", passes->data.workspace_bytes()});
+  g_workspaces.push_back({base + "bwd_weight", passes->weight.workspace_bytes()});
   auto one = [passes](const OpRun ConvPasses::*pass) {
     return [passes, pass](benchmark::State& state) {
       const OpRun& r = (*passes).*pass;
@@ -156,25 +163,30 @@ void register_raw_onednn(const ConvShape& s, bool blocked) {
     std::memset(m.get_data_handle(), 0, d.get_size());
     return m;
   };
-  auto bench = [&](const std::string& name, primitive p, std::unordered_map<int, memory> args) {
-    benchmark::RegisterBenchmark((base + name).c_str(), [p, args, flops](benchmark::State& state) {
+  using Step = std::pair<primitive, std::unordered_map<int, memory>>;
+  auto bench = [&](const std::string& name, std::vector<Step> steps) {
+    benchmark::RegisterBenchmark((base + name).c_str(), [steps, flops](benchmark::State& state) {
       stream strm(eng);
       for (auto _ : state) {
-        p.execute(strm, args);
+        for (const auto& [p, args] : steps) p.execute(strm, args);
         strm.wait();
       }
-      set_rate(state, flops);
+      set_rate(state, flops * static_cast<double>(steps.size()));
     })->UseRealTime();
   };
-  bench("fwd", convolution_forward(*fpd),
-        {{DNNL_ARG_SRC, mem(fpd->src_desc())}, {DNNL_ARG_WEIGHTS, mem(fpd->weights_desc())},
-         {DNNL_ARG_DST, mem(fpd->dst_desc())}});
-  bench("bwd_data", convolution_backward_data(*dpd),
-        {{DNNL_ARG_DIFF_DST, mem(dpd->diff_dst_desc())}, {DNNL_ARG_WEIGHTS, mem(dpd->weights_desc())},
-         {DNNL_ARG_DIFF_SRC, mem(dpd->diff_src_desc())}});
-  bench("bwd_weight", convolution_backward_weights(*wpd),
-        {{DNNL_ARG_DIFF_DST, mem(wpd->diff_dst_desc())}, {DNNL_ARG_SRC, mem(wpd->src_desc())},
-         {DNNL_ARG_DIFF_WEIGHTS, mem(wpd->diff_weights_desc())}});
+  const Step fwd{convolution_forward(*fpd),
+                 {{DNNL_ARG_SRC, mem(fpd->src_desc())}, {DNNL_ARG_WEIGHTS, mem(fpd->weights_desc())},
+                  {DNNL_ARG_DST, mem(fpd->dst_desc())}}};
+  const Step data{convolution_backward_data(*dpd),
+                  {{DNNL_ARG_DIFF_DST, mem(dpd->diff_dst_desc())}, {DNNL_ARG_WEIGHTS, mem(dpd->weights_desc())},
+                   {DNNL_ARG_DIFF_SRC, mem(dpd->diff_src_desc())}}};
+  const Step weight{convolution_backward_weights(*wpd),
+                    {{DNNL_ARG_DIFF_DST, mem(wpd->diff_dst_desc())}, {DNNL_ARG_SRC, mem(wpd->src_desc())},
+                     {DNNL_ARG_DIFF_WEIGHTS, mem(wpd->diff_weights_desc())}}};
+  bench("fwd", {fwd});
+  bench("bwd_data", {data});
+  bench("bwd_weight", {weight});
+  bench("fwd+bwd", {fwd, data, weight});
 }
 
 void register_fully_connected() {
@@ -242,6 +254,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     std::printf("| benchmark | GFLOP/s | ratio to GEMM |\n|---|---:|---:|\n");
     for (const std::string& name : order_)
       std::printf("| %s | %.1f | %.2f |\n", name.c_str(), median(name), gemm > 0 ? median(name) / gemm : 0.0);
+    std::printf("\nPlanned workspace per pass (MiB):\n");
+    for (const auto& [name, bytes] : g_workspaces) std::printf("  %-36s %7.2f\n", name.c_str(), bytes / 1048576.0);
     std::printf("\nTargets (conv2d fwd+bwd, ratio to GEMM):\n");
     const std::pair<const char*, double> targets[] = {
         {"conv2d/C16_32x32/fwd+bwd", 0.5}, {"conv2d/C32_16x16/fwd+bwd", 1.2}, {"conv2d/C64_8x8/fwd+bwd", 1.2}};

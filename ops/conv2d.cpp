@@ -1,0 +1,352 @@
+// 2-D convolution (cross-correlation, no groups), forward, and the oneDNN driver shared with the
+// backward ops in ops/conv2d_grad.cpp.
+//   conv2d(x[N,C,H,W], w[K,C,R,S] [, b[K]]) -> y[N,K,P,Q]
+//   y[n,k,p,q] = b[k] + sum_{c,r,s} w[k,c,r,s] * x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw]
+//   (x is 0 outside [0,H) x [0,W)),  P = (H + 2ph - dh*(R-1) - 1)/sh + 1,  Q alike with W, S.
+// attrs: stride, padding, dilation (an int or [h,w]; defaults 1, 0, 1);
+//        algo "auto" | "im2col" | "winograd" (ops/conv2d.h says what each runs).
+// Backward (conv2d_grad.cpp) reads x and w, never y: dx = conv2d_grad_data(dy, w),
+// dw = conv2d_grad_weight(dy, x), db = conv2d_grad_bias(dy).
+// Kernels: float64 (and algo=im2col): im2col + Eigen GEMM per image, images over threads.
+// float32: oneDNN with blocked layouts, reordered from/to mnemo's plain nchw/oihw tensors inside the
+// planned workspace (oneDNN's plain-layout kernels are 2-5x slower here, docs/BENCHMARKS.md).
+#include "ops/conv2d.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace mnemo::ops::conv {
+
+Params parse_common(AttrReader& r) {
+  Params p;
+  auto st = r.get_ints_n("stride", 2, 1), pad = r.get_ints_n("padding", 2, 0), dil = r.get_ints_n("dilation", 2, 1);
+  p.sh = st[0], p.sw = st[1], p.ph = pad[0], p.pw = pad[1], p.dh = dil[0], p.dw = dil[1];
+  MNEMO_CHECK(p.sh >= 1 && p.sw >= 1) << "stride must be >= 1, got [" << p.sh << "," << p.sw << "]";
+  MNEMO_CHECK(p.ph >= 0 && p.pw >= 0) << "padding must be >= 0, got [" << p.ph << "," << p.pw << "]";
+  MNEMO_CHECK(p.dh >= 1 && p.dw >= 1) << "dilation must be >= 1, got [" << p.dh << "," << p.dw << "]";
+  const std::string algo = r.get_string("algo", "auto");
+  MNEMO_CHECK(algo == "auto" || algo == "im2col" || algo == "winograd")
+      << "algo must be \"auto\", \"im2col\" or \"winograd\", got \"" << algo << "\"";
+  p.algo = algo == "im2col" ? Algo::im2col : algo == "winograd" ? Algo::winograd : Algo::automatic;
+  return p;
+}
+
+Attrs common_attrs(const Params& p) {
+  Attrs a{{"stride", std::vector<int64_t>{p.sh, p.sw}},
+          {"padding", std::vector<int64_t>{p.ph, p.pw}},
+          {"dilation", std::vector<int64_t>{p.dh, p.dw}}};
+  if (p.algo != Algo::automatic) a["algo"] = std::string(p.algo == Algo::im2col ? "im2col" : "winograd");
+  return a;
+}
+
+void require_4d(const TensorType& t, const char* what, const char* op) {
+  MNEMO_CHECK(is_float(t.dtype) && t.shape.size() == 4)
+      << op << ": " << what << " must be a rank-4 float32/float64 tensor, got " << t.str();
+}
+
+Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+               const char* op) {
+  MNEMO_CHECK(N >= 1 && C >= 1 && H >= 1 && W >= 1 && K >= 1 && R >= 1 && S >= 1)
+      << op << ": empty dimension (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << " R=" << R
+      << " S=" << S << ")";
+  const int64_t eh = p.dh * (R - 1) + 1, ew = p.dw * (S - 1) + 1;  // dilated kernel extent
+  MNEMO_CHECK(eh <= H + 2 * p.ph && ew <= W + 2 * p.pw)
+      << op << ": kernel " << R << "x" << S << " (dilated extent " << eh << "x" << ew
+      << ") is larger than the padded input " << H + 2 * p.ph << "x" << W + 2 * p.pw << " (input " << H << "x" << W
+      << ", padding [" << p.ph << "," << p.pw << "])";
+  Geom g{N, C, H, W, K, R, S, (H + 2 * p.ph - eh) / p.sh + 1, (W + 2 * p.pw - ew) / p.sw + 1,
+         p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// oneDNN driver.
+namespace {
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr int64_t kAlign = 64;
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+}  // namespace
+
+// A primitive's operand: mnemo's plain layout (user) and the primitive's layout (inner); when
+// they differ, a reorder into/out of a buffer at `offset` in the workspace.
+struct Operand {
+  int arg = 0;
+  memory::desc user, inner;
+  bool reordered = false;
+  dnnl::reorder re;
+  memory::desc re_scratch;
+  int64_t offset = 0;
+};
+
+struct OnednnConv {
+  dnnl::primitive prim;
+  memory::desc scratch;  // the primitive's scratchpad, at scratch_offset (shared with the reorders)
+  std::array<Operand, 2> in;
+  Operand out;
+  memory::desc bias;
+  int64_t scratch_offset = 0, bytes = 0;
+};
+
+namespace {
+
+Operand operand(int arg, const memory::desc& user, const memory::desc& inner) {
+  Operand o;
+  o.arg = arg, o.user = user, o.inner = inner;
+  return o;
+}
+
+std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::algorithm alg) {
+  const memory::dims xd{g.N, g.C, g.H, g.W}, wd{g.K, g.C, g.R, g.S}, yd{g.N, g.K, g.P, g.Q};
+  const memory::dims st{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
+  const auto f32 = memory::data_type::f32;
+  auto any = [&](const memory::dims& d) { return memory::desc(d, f32, Tag::any); };
+  const memory::desc bias_md = bias ? memory::desc({g.K}, f32, Tag::x) : memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::convolution_forward::primitive_desc hint(
+      {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, engine());
+
+  auto e = std::make_shared<OnednnConv>();
+  const memory::desc xu(xd, f32, Tag::nchw), wu(wd, f32, Tag::oihw), yu(yd, f32, Tag::nchw);
+  if (pass == Pass::forward) {
+    dnnl::convolution_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, attr, engine());
+    e->prim = dnnl::convolution_forward(pd);
+    e->scratch = pd.scratchpad_desc();
+    e->in = {operand(DNNL_ARG_SRC, xu, pd.src_desc()), operand(DNNL_ARG_WEIGHTS, wu, pd.weights_desc())};
+    e->out = operand(DNNL_ARG_DST, yu, pd.dst_desc());
+    e->bias = bias_md;
+  } else if (pass == Pass::backward_data) {
+    dnnl::convolution_backward_data::primitive_desc pd({alg, any(xd), any(wd), any(yd), st, dil, pad, pad}, attr,
+                                                       engine(), hint);
+    e->prim = dnnl::convolution_backward_data(pd);
+    e->scratch = pd.scratchpad_desc();
+    e->in = {operand(DNNL_ARG_DIFF_DST, yu, pd.diff_dst_desc()), operand(DNNL_ARG_WEIGHTS, wu, pd.weights_desc())};
+    e->out = operand(DNNL_ARG_DIFF_SRC, xu, pd.diff_src_desc());
+  } else {
+    dnnl::convolution_backward_weights::primitive_desc pd({alg, any(xd), any(wd), any(yd), st, dil, pad, pad}, attr,
+                                                          engine(), hint);
+    e->prim = dnnl::convolution_backward_weights(pd);
+    e->scratch = pd.scratchpad_desc();
+    e->in = {operand(DNNL_ARG_DIFF_DST, yu, pd.diff_dst_desc()), operand(DNNL_ARG_SRC, xu, pd.src_desc())};
+    e->out = operand(DNNL_ARG_DIFF_WEIGHTS, wu, pd.diff_weights_desc());
+  }
+  int64_t top = 0, scratch = static_cast<int64_t>(e->scratch.get_size());
+  auto plan = [&](Operand& o, bool is_input) {
+    if (o.inner == o.user) return;
+    o.reordered = true;
+    const dnnl::reorder::primitive_desc rpd = is_input ? dnnl::reorder::primitive_desc(engine(), o.user, engine(), o.inner, attr)
+                                                       : dnnl::reorder::primitive_desc(engine(), o.inner, engine(), o.user, attr);
+    o.re = dnnl::reorder(rpd);
+    o.re_scratch = rpd.scratchpad_desc();
+    scratch = std::max(scratch, static_cast<int64_t>(o.re_scratch.get_size()));
+    o.offset = top;
+    top += aligned(static_cast<int64_t>(o.inner.get_size()));
+  };
+  plan(e->in[0], true);
+  plan(e->in[1], true);
+  plan(e->out, false);
+  e->scratch_offset = top;
+  e->bytes = top + scratch + (top + scratch ? kAlign : 0);  // + kAlign: room to align the base (run())
+  return e;
+}
+
+}  // namespace
+
+std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bias, const Params& p, DType dt) {
+  if (dt != DType::f32 || p.algo == Algo::im2col) return nullptr;
+  // Primitives (and their scratchpad sizes) depend on the thread count, so it is part of the key.
+  const std::array<int64_t, 17> key{static_cast<int64_t>(pass), g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.sh, g.sw,
+                                    g.ph, g.pw, g.dh, g.dw, bias, omp_get_max_threads(),
+                                    static_cast<int64_t>(p.algo)};
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 17>, std::shared_ptr<const OnednnConv>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::shared_ptr<const OnednnConv> e;
+  // No oneDNN implementation: Winograd falls back to direct, direct to im2col (the choice is
+  // cached, so the planned workspace and the kernel agree).
+  if (p.algo == Algo::winograd) {
+    try {
+      e = build(pass, g, bias, dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (!e) {
+    try {
+      e = build(pass, g, bias, dnnl::algorithm::convolution_direct);
+    } catch (const dnnl::error&) {
+    }
+  }
+  cache.emplace(key, e);
+  return e;
+}
+
+size_t onednn_workspace(const OnednnConv& e) { return static_cast<size_t>(e.bytes); }
+
+void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const void* bias, void* out, void* workspace,
+                size_t workspace_bytes) {
+  MNEMO_CHECK(workspace_bytes >= static_cast<size_t>(e.bytes))
+      << "conv2d (oneDNN): workspace of " << workspace_bytes << " bytes, needs " << e.bytes
+      << " (was the thread count changed after planning?)";
+  // Some oneDNN kernels (Winograd) need 64-byte aligned buffers; planned workspaces are, but the
+  // kernel API does not promise it, so align the base (build() reserved the room).
+  char* ws = static_cast<char*>(workspace);
+  ws += (kAlign - reinterpret_cast<uintptr_t>(ws) % kAlign) % kAlign;
+  dnnl::engine& eng = engine();
+  thread_local dnnl::stream stream(eng);
+  auto scratch_args = [&](std::unordered_map<int, memory>& args, const memory::desc& md) {
+    if (md.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, eng, ws + e.scratch_offset));
+  };
+  try {
+    std::unordered_map<int, memory> args;
+    const void* ins[2] = {in0, in1};
+    for (int i = 0; i < 2; ++i) {
+      const Operand& o = e.in[i];
+      memory user(o.user, eng, const_cast<void*>(ins[i]));
+      if (!o.reordered) {
+        args.emplace(o.arg, user);
+        continue;
+      }
+      memory inner(o.inner, eng, ws + o.offset);
+      std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}};
+      scratch_args(rargs, o.re_scratch);
+      o.re.execute(stream, rargs);
+      args.emplace(o.arg, inner);
+    }
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
+    memory user_out(e.out.user, eng, out);
+    memory inner_out = e.out.reordered ? memory(e.out.inner, eng, ws + e.out.offset) : user_out;
+    args.emplace(e.out.arg, inner_out);
+    scratch_args(args, e.scratch);
+    e.prim.execute(stream, args);
+    if (e.out.reordered) {
+      std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}};
+      scratch_args(rargs, e.out.re_scratch);
+      e.out.re.execute(stream, rargs);
+    }
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    MNEMO_FAIL() << "conv2d (oneDNN): " << err.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// conv2d forward.
+namespace {
+
+Params parse_conv2d(AttrReader& r) { return parse_common(r); }
+
+Geom forward_geom(const Params& p, const TensorType& x, const TensorType& w, const TensorType* b) {
+  require_4d(x, "x", "conv2d");
+  require_4d(w, "w", "conv2d");
+  MNEMO_CHECK(x.dtype == w.dtype) << "conv2d: x and w must have the same dtype, got " << x.str() << " and " << w.str();
+  MNEMO_CHECK(x.shape[1] == w.shape[1]) << "conv2d: x " << x.str() << " has C=" << x.shape[1]
+                                        << " channels but w [K,C,R,S] " << w.str() << " expects C=" << w.shape[1];
+  if (b) {
+    MNEMO_CHECK(b->dtype == x.dtype && b->shape == Shape{w.shape[0]})
+        << "conv2d: bias must be " << TensorType{x.dtype, {w.shape[0]}}.str() << " (K of w), got " << b->str();
+  }
+  return make_geom(p, x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], "conv2d");
+}
+Geom forward_geom(const Params& p, std::span<const TensorType> in) {
+  return forward_geom(p, in[0], in[1], in.size() > 2 ? &in[2] : nullptr);
+}
+
+std::vector<TensorType> infer_conv2d(const void* params, std::span<const TensorType> in) {
+  const Geom g = forward_geom(*static_cast<const Params*>(params), in);
+  return {TensorType{in[0].dtype, {g.N, g.K, g.P, g.Q}}};
+}
+
+// im2col path: one col buffer [CRS, PQ] per thread (none for pointwise kernels).
+int64_t forward_col_elems(const Geom& g) { return is_pointwise(g) ? 0 : g.CRS() * g.PQ(); }
+
+size_t workspace_conv2d(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
+  const Params& p = *static_cast<const Params*>(params);
+  const Geom g = forward_geom(p, in);
+  if (auto e = onednn_conv(Pass::forward, g, in.size() > 2, p, in[0].dtype)) return onednn_workspace(*e);
+  return static_cast<size_t>(batch_threads(g.N, g.N) * forward_col_elems(g)) * dtype_size(in[0].dtype);
+}
+
+template <class T>
+void forward_im2col(const Geom& g, const T* x, const T* w, const T* b, T* y, T* ws, size_t ws_bytes) {
+  const int64_t per = forward_col_elems(g), CRS = g.CRS(), PQ = g.PQ();
+  const int64_t slots = per ? static_cast<int64_t>(ws_bytes / (per * sizeof(T))) : g.N;
+  MNEMO_CHECK(slots >= 1) << "conv2d: workspace of " << ws_bytes << " bytes, needs " << per * sizeof(T);
+  const ConstMatMap<T> wm(w, g.K, CRS);
+  for_each_image(g.N, batch_threads(g.N, slots), [&](int64_t n, int64_t t, bool) {
+    const T* xn = x + n * g.C * g.H * g.W;
+    T* col = ws + t * per;
+    if (per) im2col(g, xn, col);
+    MatMap<T> yn(y + n * g.K * PQ, g.K, PQ);
+    yn.noalias() = wm * ConstMatMap<T>(per ? col : xn, CRS, PQ);
+    if (b) yn.colwise() += ConstVecMap<T>(b, g.K);
+  });
+}
+
+void conv2d_cpu(const KernelContext& c) {
+  const Params& p = c.p<Params>();
+  const bool bias = c.in.size() > 2;
+  const Geom g = forward_geom(p, c.in[0].type, c.in[1].type, bias ? &c.in[2].type : nullptr);
+  if (auto e = onednn_conv(Pass::forward, g, bias, p, c.in[0].dtype())) {
+    onednn_run(*e, c.in[0].data, c.in[1].data, bias ? c.in[2].data : nullptr, c.out[0].data, c.workspace,
+               c.workspace_bytes);
+    return;
+  }
+  dispatch_float(c.in[0].dtype(), "conv2d", [&]<class T>() {
+    forward_im2col<T>(g, c.in[0].as<T>(), c.in[1].as<T>(), bias ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(),
+                      static_cast<T*>(c.workspace), c.workspace_bytes);
+  });
+}
+
+std::vector<std::optional<EntryRef>> grad_conv2d(Graph& g, const GradContext& c) {
+  std::vector<std::optional<EntryRef>> r(c.inputs.size());
+  if (!c.dout[0]) return r;
+  const Params& p = c.p<Params>();
+  const EntryRef dy = *c.dout[0];
+  const TensorType& x = g.type(c.inputs[0]);
+  const TensorType& w = g.type(c.inputs[1]);
+  Attrs ad = common_attrs(p), aw = common_attrs(p);
+  ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
+  aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
+  r[0] = g.add1("conv2d_grad_data", {dy, c.inputs[1]}, ad);
+  r[1] = g.add1("conv2d_grad_weight", {dy, c.inputs[0]}, aw);
+  if (c.inputs.size() > 2) r[2] = g.add1("conv2d_grad_bias", {dy});
+  return r;
+}
+
+}  // namespace
+}  // namespace mnemo::ops::conv
+
+MNEMO_REGISTER_OPS(conv2d) {
+  using namespace mnemo;
+  using namespace mnemo::ops::conv;
+  OpDef d;
+  d.name = "conv2d";
+  d.doc = "y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ b[K]); attrs stride, padding, dilation";
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.parse = parse_with(parse_conv2d, "conv2d");
+  d.infer = infer_conv2d;
+  d.grad = grad_conv2d;
+  d.cost = [](const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
+    return Cost{forward_geom(*static_cast<const Params*>(params), in).flops(), ops::io_bytes(in, out)};
+  };
+  d.workspace = workspace_conv2d;
+  d.cpu = conv2d_cpu;
+  d.sample = OpSample{{{"stride", std::vector<int64_t>{2, 1}}, {"padding", int64_t{1}}, {"dilation", std::vector<int64_t>{1, 2}}},
+                      {TensorType{DType::f32, {2, 3, 6, 5}}, TensorType{DType::f32, {4, 3, 3, 2}},
+                       TensorType{DType::f32, {4}}}};
+  registry.add(std::move(d));
+}
