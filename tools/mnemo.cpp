@@ -1,5 +1,6 @@
 // The mnemo command: `mnemo --version`, `mnemo ops`, `mnemo demo` (see --help).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -89,6 +90,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear at once in logs and pipes
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
   app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION);
   app.require_subcommand(1);
