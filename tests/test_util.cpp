@@ -100,3 +100,36 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+
+Tensor clone(const Tensor& t) {
+  Tensor c(t.type());
+  std::memcpy(c.data(), t.data(), t.bytes());
+  return c;
+}
+Tensor copy(const Tensor& t) { return clone(t); }
+
+Tensor rand64(Shape shape, uint64_t seed, double scale, double offset) {
+  Tensor t(DType::f64, std::move(shape));
+  fill_normal(t, seed, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) set(t, i, get(t, i) + offset);
+  return t;
+}
+
+std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs) {
+  std::vector<Tensor> v;
+  for (const Tensor* t : in) v.push_back(clone(*t));
+  return run_op(op, v, attrs);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace mnemo::test

@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -34,5 +35,19 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::s
 // max over i of |a_i - b_i| / max(|a_i|, |b_i|, 1)
 double max_rel_diff(const Tensor& a, const Tensor& b);
 bool bitwise_equal(const Tensor& a, const Tensor& b);
+
+}  // namespace mnemo::test
+
+namespace mnemo::test {
+
+// Helpers for the per-op tests.
+Tensor clone(const Tensor& t);
+Tensor copy(const Tensor& t);  // same as clone
+// float64 normal(0, scale) + offset values of `shape`.
+Tensor rand64(Shape shape, uint64_t seed, double scale = 1.0, double offset = 0.0);
+// run_op on copies of the given tensors (Tensor is move-only).
+std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {});
+// The message of the mnemo::Error f throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace mnemo::test

@@ -18,24 +18,17 @@ const Act kActs[] = {
     {"tanh", [](double x) { return std::tanh(x); }, [](double y, double dy) { return dy * (1 - y * y); }},
 };
 
-// Copies of the tensors as a vector (Tensor is move-only).
-std::vector<Tensor> copies(std::initializer_list<const Tensor*> ts) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : ts) v.push_back(cast(*t, t->dtype()));
-  return v;
-}
-
 TEST(Activations, ForwardAndBackwardMatchNaiveLoops) {
   for (const Act& a : kActs) {
     for (const Shape& shape : {Shape{7}, Shape{3, 5, 4}, Shape{2, 3, 40, 40}}) {  // the last one takes the threaded path
       Tensor x(DType::f64, shape), dy(DType::f64, shape);
       fill_distinct(x, 3, 4.0);
       fill_distinct(dy, 4);
-      Tensor y = std::move(run_op(a.name, copies({&x}))[0]);
+      Tensor y = std::move(run(a.name, {&x})[0]);
       Tensor ref(DType::f64, shape);
       for (int64_t i = 0; i < x.numel(); ++i) set(ref, i, a.f(get(x, i)));
       EXPECT_LE(max_rel_diff(y, ref), 1e-15) << a.name << " " << shape_str(shape);
-      Tensor dx = std::move(run_op(std::string(a.name) + "_grad", copies({&ref, &dy}))[0]);
+      Tensor dx = std::move(run(std::string(a.name) + "_grad", {&ref, &dy})[0]);
       Tensor dref(DType::f64, shape);
       for (int64_t i = 0; i < x.numel(); ++i) set(dref, i, a.df(get(ref, i), get(dy, i)));
       EXPECT_LE(max_rel_diff(dx, dref), 1e-15) << a.name << "_grad " << shape_str(shape);

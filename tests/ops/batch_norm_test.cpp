@@ -11,37 +11,10 @@
 namespace mnemo::test {
 namespace {
 
-Tensor rand64(Shape s, uint64_t seed, double scale = 1.0, double offset = 0.0) {
-  Tensor t(DType::f64, std::move(s));
-  fill_normal(t, seed, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) set(t, i, get(t, i) + offset);
-  return t;
-}
 Tensor positive64(Shape s, uint64_t seed) {  // variances
   Tensor t = rand64(std::move(s), seed);
   for (int64_t i = 0; i < t.numel(); ++i) set(t, i, 0.3 + std::abs(get(t, i)));
   return t;
-}
-
-// Runs `op` on copies of the given tensors (Tensor is move-only).
-Tensor copy(const Tensor& t) {
-  Tensor c(t.type());
-  std::memcpy(c.data(), t.data(), t.bytes());
-  return c;
-}
-std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : in) v.push_back(copy(*t));
-  return run_op(op, v, attrs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // x viewed as [N, C, L].

@@ -130,7 +130,6 @@ std::vector<Tensor> list(Ts&&... ts) {
   (v.push_back(std::forward<Ts>(ts)), ...);
   return v;
 }
-Tensor clone(const Tensor& t) { return cast(t, t.dtype()); }
 
 // Runs every pass in dtype `dt` with `algo` and compares with the float64 references.
 void check_all_passes(DType dt, const std::string& algo, double tol) {

@@ -7,32 +7,6 @@
 namespace mnemo::test {
 namespace {
 
-Tensor rand64(Shape s, uint64_t seed) {
-  Tensor t(DType::f64, std::move(s));
-  fill_normal(t, seed);
-  return t;
-}
-
-// run_op on copies of the given tensors (Tensor is move-only).
-std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : in) {
-    Tensor c(t->type());
-    std::memcpy(c.data(), t->data(), t->bytes());
-    v.push_back(std::move(c));
-  }
-  return run_op(op, v, attrs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // y[n,m] = sum_d x[n,d] w[m,d] + b[m]
 Tensor ref_fc(const Tensor& x, const Tensor& w, const Tensor* b) {
   const int64_t N = x.shape()[0], D = x.shape()[1], M = w.shape()[0];

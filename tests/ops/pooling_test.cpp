@@ -10,33 +10,6 @@
 namespace mnemo::test {
 namespace {
 
-Tensor rand64(Shape s, uint64_t seed) {
-  Tensor t(DType::f64, std::move(s));
-  fill_normal(t, seed);
-  return t;
-}
-
-// Runs `op` on copies of the given tensors (Tensor is move-only).
-Tensor copy(const Tensor& t) {
-  Tensor c(t.type());
-  std::memcpy(c.data(), t.data(), t.bytes());
-  return c;
-}
-std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : in) v.push_back(copy(*t));
-  return run_op(op, v, attrs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 struct Window {
   int64_t r, s, sh, sw, ph, pw;
   Attrs attrs() const {

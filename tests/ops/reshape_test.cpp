@@ -7,32 +7,6 @@
 namespace mnemo::test {
 namespace {
 
-// run_op on copies of the given tensors (Tensor is move-only).
-std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : in) {
-    Tensor c(t->type());
-    std::memcpy(c.data(), t->data(), t->bytes());
-    v.push_back(std::move(c));
-  }
-  return run_op(op, v, attrs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-Tensor rand64(Shape s, uint64_t seed) {
-  Tensor t(DType::f64, std::move(s));
-  fill_normal(t, seed);
-  return t;
-}
-
 TEST(Reshape, ShapesWithMinusOneAndValuesUnchanged) {
   Tensor x = rand64({2, 3, 4}, 1);
   const std::pair<std::vector<int64_t>, Shape> cases[] = {

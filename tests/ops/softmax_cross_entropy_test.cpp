@@ -10,26 +10,6 @@
 namespace mnemo::test {
 namespace {
 
-// run_op on copies of the given tensors (Tensor is move-only).
-std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {}) {
-  std::vector<Tensor> v;
-  for (const Tensor* t : in) {
-    Tensor c(t->type());
-    std::memcpy(c.data(), t->data(), t->bytes());
-    v.push_back(std::move(c));
-  }
-  return run_op(op, v, attrs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 Tensor logits64(int64_t n, int64_t c, uint64_t seed, double scale = 2.0, double shift = 0.0) {
   Tensor t(DType::f64, {n, c});
   fill_normal(t, seed, scale);
