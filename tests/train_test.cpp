@@ -165,6 +165,30 @@ TEST(Train, GradCommandMatchesPyTorchFixture) {
   }
 }
 
+TEST(Train, EvaluationAndMetricsLines) {
+  TempDir d;
+  const std::string metrics = d.file("m.jsonl");
+  const std::string cfg = d.file("c.yaml", tiny_config().replace(tiny_config().find("train: {"), 8,
+                                                                 "train: {metrics: " + metrics + ", eval_every: 2, "));
+  TrainOptions o;
+  o.config = cfg;
+  o.steps = 5;
+  ASSERT_EQ(run_train(o), 0);
+  std::ifstream in(metrics);
+  int steps = 0, evals = 0;
+  for (std::string line; std::getline(in, line);) {
+    steps += line.find("\"loss\"") != std::string::npos;
+    if (line.find("\"test_accuracy\"") != std::string::npos) {
+      ++evals;
+      const double acc = std::stod(line.substr(line.find("\"test_accuracy\":") + 16));
+      EXPECT_GE(acc, 0.0);
+      EXPECT_LE(acc, 1.0);
+    }
+  }
+  EXPECT_EQ(steps, 5);      // one line per step ("test_loss" does not match "loss" with its quotes)
+  EXPECT_EQ(evals, 3);      // after steps 2 and 4, and at the end
+}
+
 TEST(Schedule, WarmupStepAndCosine) {
   OptimizerConfig o;
   o.lr = 0.4;

@@ -212,6 +212,11 @@ int run_train(const TrainOptions& opt) {
   };
 
   const bool tty = isatty(STDOUT_FILENO);
+  std::shared_ptr<const DataSource> test;  // loaded at the first evaluation, then reused
+  auto test_source = [&]() -> const DataSource& {
+    if (!test) test = make_source(c, Split::test);
+    return *test;
+  };
   Tensor x, y;
   std::vector<TensorView> grads(training.grads.size());
   const auto t0 = Clock::now();
@@ -255,7 +260,7 @@ int run_train(const TrainOptions& opt) {
     if (!c.checkpoint.dir.empty() && c.checkpoint.every && state.step % c.checkpoint.every == 0)
       checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
     if (c.run.eval_every && state.step % c.run.eval_every == 0 && state.step < total && c.data.eval) {
-      EvalResult er = evaluate(c, *make_source(c, Split::test), ds, params);
+      EvalResult er = evaluate(c, test_source(), ds, params);
       if (tty) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state.step), 100 * er.accuracy,
                   static_cast<long long>(er.examples));
@@ -286,7 +291,7 @@ int run_train(const TrainOptions& opt) {
               ex.entry(training.loss).as<float>()[0], loss_ema);
   if (opt.eval && c.data.eval) {
     const auto te = Clock::now();
-    EvalResult er = evaluate(c, *make_source(c, Split::test), ds, params);
+    EvalResult er = evaluate(c, test_source(), ds, params);
     std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
                 static_cast<long long>(er.examples), er.loss, seconds_since(te));
     if (metrics) *metrics << nlohmann::json{{"step", state.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
