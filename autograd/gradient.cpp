@@ -77,25 +77,28 @@ void Builder::make_mirrors() {
   }
 }
 
-// Appends `root` and its unscheduled ancestors to the schedule, ancestors first (iterative DFS).
+// Appends `root` and its unscheduled ancestors to the schedule in topological order (Alg. 2:
+// "append topological-order(ancestors(g[v])) - V'"). Ascending node id is a topological order
+// here (nodes only read earlier ones) and, within a recomputed chain, it is the forward order:
+// each recomputed value is produced right before the next link consumes it. (A DFS post-order
+// would also be topological, but on an LSTM it recomputes every step's input branch before the
+// recurrent chain reaches it, keeping all of them alive at once.)
 void Builder::schedule(int root) {
   if (scheduled_[root]) return;
-  std::vector<std::pair<int, size_t>> stack{{root, 0}};
-  while (!stack.empty()) {
-    auto& [id, next] = stack.back();
-    const Node& n = g_.node(id);
-    if (next < n.inputs.size()) {
-      const int u = n.inputs[next++].node;
-      if (!scheduled_[u]) {
-        scheduled_[u] = true;  // mark on entry: the graph is acyclic, so no node is reached twice
-        stack.push_back({u, 0});
+  std::vector<int> todo{root}, found;
+  scheduled_[root] = true;
+  while (!todo.empty()) {
+    const int id = todo.back();
+    todo.pop_back();
+    found.push_back(id);
+    for (const EntryRef& e : g_.node(id).inputs)
+      if (!scheduled_[e.node]) {
+        scheduled_[e.node] = true;
+        todo.push_back(e.node);
       }
-      continue;
-    }
-    scheduled_[id] = true;
-    order_.push_back(id);
-    stack.pop_back();
   }
+  std::sort(found.begin(), found.end());
+  order_.insert(order_.end(), found.begin(), found.end());
 }
 
 void Builder::accumulate(EntryRef target, EntryRef c, int source) {

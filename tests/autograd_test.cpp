@@ -114,28 +114,31 @@ TEST_P(Composite, GradientsMatchCentralDifferencesInFloat64) {
   EXPECT_GT(checked, 10);
 }
 
-// Between a recompute node and its first consumer the schedule holds only that consumer's
-// ancestors (recomputation runs right before it is needed), and every recompute node is used.
+// Recomputation runs right before the backward that first needs it (Alg. 2: the ancestors of
+// each new gradient node are appended in topological order): between a recompute node and the
+// first backward node depending on it, only recompute nodes and backward nodes of that same
+// forward node run. And every recompute node is used.
 void expect_recompute_placed_late(const Graph& g) {
   const int n = static_cast<int>(g.size());
   std::vector<std::vector<int>> consumers(n);
   for (int v = 0; v < n; ++v)
     for (const EntryRef& e : g.node(v).inputs) consumers[e.node].push_back(v);
+  // first_backward[v]: the earliest backward node that depends on v through recompute nodes.
+  std::vector<int> first_backward(n, n);
+  for (int v = n - 1; v >= 0; --v)
+    for (int w : consumers[v])
+      first_backward[v] = std::min(first_backward[v], g.node(w).role == NodeRole::backward ? w : first_backward[w]);
   for (int r = 0; r < n; ++r) {
     if (g.node(r).role != NodeRole::recompute) continue;
     ASSERT_FALSE(consumers[r].empty()) << g.node(r).name << " is recomputed but never read";
-    const int first = *std::min_element(consumers[r].begin(), consumers[r].end());
-    std::set<int> anc;
-    std::vector<int> stack{first};
-    while (!stack.empty()) {
-      int v = stack.back();
-      stack.pop_back();
-      for (const EntryRef& e : g.node(v).inputs)
-        if (e.node >= r && anc.insert(e.node).second) stack.push_back(e.node);
+    const int b = first_backward[r];
+    ASSERT_LT(b, n) << g.node(r).name << " feeds no backward node";
+    for (int v = r + 1; v < b; ++v) {
+      const Node& x = g.node(v);
+      EXPECT_TRUE(x.role == NodeRole::recompute || (x.role == NodeRole::backward && x.source == g.node(b).source))
+          << "node " << x.name << " runs between recompute " << g.node(r).name << " and the backward node "
+          << g.node(b).name << " that first needs it";
     }
-    for (int v = r + 1; v < first; ++v)
-      EXPECT_TRUE(anc.count(v)) << "node " << g.node(v).name << " runs between recompute " << g.node(r).name
-                                << " and its first consumer " << g.node(first).name;
   }
 }
 
