@@ -113,6 +113,7 @@ MirrorPlan budget_plan(const Graph& g, const std::vector<Cut>& cuts, double budg
   double temp = 0, x = 0, y = 0;
   size_t c = 0;
   int k = 0;
+  int last_cut = -1;
   for (size_t p = 0; p < g.size(); ++p) {
     const Node& node = g.node(static_cast<int>(p));
     if (is_leaf(node)) continue;
@@ -120,12 +121,16 @@ MirrorPlan budget_plan(const Graph& g, const std::vector<Cut>& cuts, double budg
     while (c < cuts.size() && cuts[c].position < static_cast<int>(p)) ++c;
     if (c < cuts.size() && cuts[c].position == static_cast<int>(p) && temp > budget) {
       for (int u : cuts[c].keep) m[u] = 0;
+      last_cut = static_cast<int>(p);
       x += static_cast<double>(cuts[c].bytes);
       y = std::max(y, temp);
       temp = 0;
       ++k;
     }
   }
+  // The segment after the last kept cut is the first one backward needs: recomputing it would
+  // run right after the forward produced it, at no saving in peak memory. Keep it.
+  for (size_t v = static_cast<size_t>(last_cut + 1); v < g.size(); ++v) m[v] = 0;
   if (x_out) *x_out = x;
   if (y_out) *y_out = std::max(y, temp);
   if (kept) *kept = k;
