@@ -1,4 +1,4 @@
-// Small reference networks used by the tests and the demo job (the config-driven ResNet and LSTM
+// Small reference networks used by the tests and `mnemo graph` (the config-driven ResNet and LSTM
 // builders come with the models issue). Each returns the builder (graph + parameter specs) and
 // the entries a training step needs.
 #pragma once

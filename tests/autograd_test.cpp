@@ -51,14 +51,9 @@ StepResult run_step(const Model& m, const TrainingGraph& tg, const Batch& b, uin
   ex.bind(m.data, b.data.view());
   ex.bind(m.labels, b.labels.view());
   ex.run();
-  auto copy = [](TensorView v) {
-    Tensor t(v.type);
-    std::memcpy(t.data(), v.data, v.bytes());
-    return t;
-  };
-  StepResult r{copy(ex.entry(tg.loss)), {}, {}};
-  for (const ParamGrad& pg : tg.grads) r.grads.push_back(copy(ex.entry(pg.grad)));
-  for (const StateUpdate& u : fwd.state_updates) r.state.push_back(copy(params.at(fwd.node(u.param).name).view()));
+  StepResult r{clone(ex.entry(tg.loss)), {}, {}};
+  for (const ParamGrad& pg : tg.grads) r.grads.push_back(clone(ex.entry(pg.grad)));
+  for (const StateUpdate& u : fwd.state_updates) r.state.push_back(clone(params.at(fwd.node(u.param).name).view()));
   return r;
 }
 
@@ -76,12 +71,7 @@ TEST_P(Composite, GradientsMatchCentralDifferencesInFloat64) {
   ex.bind(m.labels, b.labels.view());
   ex.run();
   std::vector<Tensor> analytic;
-  for (const ParamGrad& pg : tg.grads) {
-    TensorView v = ex.entry(pg.grad);
-    Tensor t(v.type);
-    std::memcpy(t.data(), v.data, v.bytes());
-    analytic.push_back(std::move(t));
-  }
+  for (const ParamGrad& pg : tg.grads) analytic.push_back(clone(ex.entry(pg.grad)));
   // The forward graph alone evaluates the loss (state updates write running statistics only,
   // which the training-mode loss does not read).
   Executor fx(fwd, plan_separate(fwd));

@@ -62,12 +62,7 @@ std::vector<Tensor> run_outputs(const Graph& g, const MemoryPlan& plan, const st
   for (size_t i = 0; i < inputs.size(); ++i) ex.bind("x" + std::to_string(i), inputs[i].view());
   ex.run();
   std::vector<Tensor> out;
-  for (const EntryRef& e : g.outputs) {
-    TensorView v = ex.entry(e);
-    Tensor t(v.type);
-    std::memcpy(t.data(), v.data, v.bytes());
-    out.push_back(std::move(t));
-  }
+  for (const EntryRef& e : g.outputs) out.push_back(clone(ex.entry(e)));
   return out;
 }
 
@@ -200,12 +195,7 @@ TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
         ex.bind(m.labels, labels.view());
         ex.run();
         std::vector<Tensor> out;
-        for (const EntryRef& e : tg.graph.outputs) {
-          TensorView v = ex.entry(e);
-          Tensor t(v.type);
-          std::memcpy(t.data(), v.data, v.bytes());
-          out.push_back(std::move(t));
-        }
+        for (const EntryRef& e : tg.graph.outputs) out.push_back(clone(ex.entry(e)));
         if (mode == AllocMode::none) {
           ref = std::move(out);
           none_bytes = st.feature_map_bytes;

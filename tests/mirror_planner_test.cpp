@@ -42,14 +42,9 @@ Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
   ex.bind(p.model.labels, y.view());
   ex.run();
   Outputs o;
-  auto copy = [&](TensorView v) {
-    Tensor t(v.type);
-    std::memcpy(t.data(), v.data, v.bytes());
-    o.values.push_back(std::move(t));
-  };
-  copy(ex.entry(mr.training.loss));
-  for (const ParamGrad& g : mr.training.grads) copy(ex.entry(g.grad));
-  for (const StateUpdate& u : fwd.state_updates) copy(params.at(fwd.node(u.param).name).view());
+  o.values.push_back(clone(ex.entry(mr.training.loss)));
+  for (const ParamGrad& g : mr.training.grads) o.values.push_back(clone(ex.entry(g.grad)));
+  for (const StateUpdate& u : fwd.state_updates) o.values.push_back(clone(params.at(fwd.node(u.param).name)));
   return o;
 }
 

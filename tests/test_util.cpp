@@ -60,10 +60,7 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::s
   ex.run();
   std::vector<Tensor> out;
   for (const EntryRef& e : entries) {
-    TensorView v = ex.entry(e);
-    Tensor copy(v.type);
-    std::memcpy(copy.data(), v.data, v.bytes());
-    out.push_back(std::move(copy));
+    out.push_back(clone(ex.entry(e)));
   }
   return out;
 }
@@ -103,11 +100,12 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 namespace mnemo::test {
 
-Tensor clone(const Tensor& t) {
-  Tensor c(t.type());
-  std::memcpy(c.data(), t.data(), t.bytes());
+Tensor clone(const TensorView& v) {
+  Tensor c(v.type);
+  std::memcpy(c.data(), v.data, v.bytes());
   return c;
 }
+Tensor clone(const Tensor& t) { return clone(t.view()); }
 Tensor copy(const Tensor& t) { return clone(t); }
 
 Tensor rand64(Shape shape, uint64_t seed, double scale, double offset) {

@@ -42,6 +42,7 @@ namespace mnemo::test {
 
 // Helpers for the per-op tests.
 Tensor clone(const Tensor& t);
+Tensor clone(const TensorView& v);  // an owning copy of a view (e.g. an executor entry)
 Tensor copy(const Tensor& t);  // same as clone
 // float64 normal(0, scale) + offset values of `shape`.
 Tensor rand64(Shape shape, uint64_t seed, double scale = 1.0, double offset = 0.0);

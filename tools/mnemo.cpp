@@ -1,4 +1,4 @@
-// The mnemo command: `mnemo --version`, `mnemo ops`, `mnemo demo` (see --help).
+// The mnemo command: train, grad, plan, curve, bench, ops, graph (see --help and the README).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -6,7 +6,6 @@
 
 #include "autograd/op_info.h"
 #include "core/error.h"
-#include "train/demo.h"
 #include "train/inspect.h"
 #include "train/pipeline.h"
 #include "train/session.h"
@@ -95,13 +94,6 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION);
   app.require_subcommand(1);
   app.add_subcommand("ops", "list every registered op: kind, in-place options, forward entries its backward reads");
-  auto* demo = app.add_subcommand("demo", "train a small conv net for a few steps on synthetic data, printing the loss");
-  mnemo::DemoOptions opt;
-  demo->add_option("--steps", opt.steps, "training steps")->check(CLI::PositiveNumber)->capture_default_str();
-  demo->add_option("--batch", opt.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  demo->add_option("--lr", opt.lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  demo->add_option("--threads", opt.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  demo->add_option("--seed", opt.seed, "random seed")->capture_default_str();
   auto* graph = app.add_subcommand("graph", "print a built-in model's graph as text, JSON or Graphviz DOT");
   std::string model = "cnn", format = "text";
   int mirror = -1;
@@ -153,7 +145,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();
-    if (app.got_subcommand("demo")) return mnemo::run_demo(opt);
     if (app.got_subcommand("train")) return mnemo::run_train(topt);
     if (app.got_subcommand("grad")) return mnemo::run_grad(gopt);
     if (app.got_subcommand("bench")) return mnemo::run_bench(bopt);

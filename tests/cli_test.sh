@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The mnemo command end to end: every subcommand once on small inputs, and its error paths
+# (exit code and message). Run by ctest as `cli`: tests/cli_test.sh MNEMO SOURCE_DIR
+set -u
+mnemo=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+fails=0
+# expect NAME EXPECTED_EXIT PATTERN -- COMMAND...: the command exits as expected and its output
+# (stdout + stderr) contains PATTERN (an extended regex).
+expect() {
+  local name=$1 code=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: exit $rc (expected $code), output lacks /$pattern/:"
+    echo "$out" | tail -15
+    fails=$((fails + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+cfg=$src/configs/mlp-graph.yaml
+expect version 0 '^mnemo [0-9]+\.[0-9]+\.[0-9]+' -- "$mnemo" --version
+expect ops 0 'conv2d +compute +- +in0,in1 -' -- "$mnemo" ops
+expect graph-dot 0 'digraph mnemo' -- "$mnemo" graph cnn --format dot
+expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
+expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"
+expect plan-json 0 '"format": "mnemo-plan-1"' -- "$mnemo" plan "$cfg" --memory share --json
+expect plan-search 0 '"kept_cuts"' -- "$mnemo" plan "$cfg" --memory sublinear --json
+expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0
+expect train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --memory sublinear
+expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile
+expect save-init 0 'wrote the initial weights' -- "$mnemo" train "$cfg" --save-init "$tmp/w.safetensors"
+expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --out "$tmp/curve" --no-plot
+# Error paths: a clear message and a non-zero exit, never a crash.
+expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared
+expect bad-mode-train 1 "memory mode 'sublinar'" -- "$mnemo" train "$cfg" --memory sublinar
+expect cuda 1 "runs on the CPU only" -- "$mnemo" train "$cfg" --device cuda
+expect missing-config 105 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
+expect unknown-flag 109 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3
+printf 'model: {type: resnet, depth: 21}\n' >"$tmp/bad.yaml"
+expect bad-config 1 'bad.yaml:1:.*6n\+2' -- "$mnemo" plan "$tmp/bad.yaml"
+expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 --resume "$tmp/w.safetensors"
+echo "$((19 - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]
