@@ -7,15 +7,30 @@
 
 namespace mnemo {
 
-Executor::Executor(const Graph& g, MemoryPlan plan) : g_(g), plan_(std::move(plan)), arena_(nullptr, std::free) {
+void Executor::Release::operator()(char* p) const {
+  if (device) device->release(p);
+  else std::free(p);
+}
+
+Executor::Executor(const Graph& g, MemoryPlan plan, Device* device)
+    : g_(g), plan_(std::move(plan)), device_(device), arena_(nullptr, Release{device}) {
   MNEMO_CHECK(plan_.entries.size() == g.size() && plan_.workspace.size() == g.size())
       << "memory plan covers " << plan_.entries.size() << " nodes, graph has " << g.size();
 #ifndef NDEBUG
-  validate_plan(g, plan_);
+  validate_plan(g, plan_, device);
 #endif
+  // Kernels first: a node without a kernel on this device fails before any memory is taken.
+  kernels_.assign(g.size(), nullptr);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<int>(i));
+    if (n.op->kind != OpKind::compute) continue;
+    kernels_[i] = device ? device->kernel(g, static_cast<int>(i)) : n.op->cpu;
+    MNEMO_CHECK(kernels_[i]) << "node '" << n.name << "' (" << n.op->name << ") has no CPU kernel";
+  }
   arena_bytes_ = plan_.arena_bytes;
   if (arena_bytes_ > 0) {
-    void* p = std::aligned_alloc(kArenaAlignment, static_cast<size_t>(align_up(arena_bytes_)));
+    void* p = device ? device->allocate(align_up(arena_bytes_), "the step arena")
+                     : std::aligned_alloc(kArenaAlignment, static_cast<size_t>(align_up(arena_bytes_)));
     MNEMO_CHECK(p) << "cannot allocate the " << arena_bytes_ << "-byte arena";
     arena_.reset(static_cast<char*>(p));
   }
@@ -74,13 +89,15 @@ void Executor::run() {
   for (int id : compute_) {
     const Slot& ws = plan_.workspace[id];
     KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(),
-                      ws.bytes ? arena_.get() + ws.offset : nullptr, static_cast<size_t>(ws.bytes)};
+                      ws.bytes ? arena_.get() + ws.offset : nullptr, static_cast<size_t>(ws.bytes),
+                      device_ ? device_->kernel_context() : nullptr};
     try {
       if (profile_.empty()) {
-        g_.node(id).op->cpu(ctx);
+        kernels_[id](ctx);
       } else {
         const auto t0 = std::chrono::steady_clock::now();
-        g_.node(id).op->cpu(ctx);
+        kernels_[id](ctx);
+        if (device_) device_->synchronize();  // per-node times on a device: one node at a time
         profile_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     } catch (const Error& e) {
@@ -91,8 +108,18 @@ void Executor::run() {
     const TensorView& dst = out_[u.param][0];
     const TensorView& src = out_[u.value.node][u.value.index];
     MNEMO_CHECK(dst.type == src.type) << "state update of '" << g_.node(u.param).name << "': type mismatch";
-    std::memcpy(dst.data, src.data, dst.bytes());
+    if (device_) device_->copy(dst.data, src.data, static_cast<int64_t>(dst.bytes()), CopyKind::device_to_device);
+    else std::memcpy(dst.data, src.data, dst.bytes());
   }
+}
+
+Tensor Executor::fetch(EntryRef e) const {
+  const TensorView v = entry(e);
+  Tensor t(v.type);
+  if (!v.bytes()) return t;
+  if (device_) device_->copy(t.data(), v.data, static_cast<int64_t>(v.bytes()), CopyKind::device_to_host);
+  else std::memcpy(t.data(), v.data, v.bytes());
+  return t;
 }
 
 TensorView Executor::entry(EntryRef e) const {

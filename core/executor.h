@@ -1,18 +1,22 @@
 // The executor: binds one arena (allocated once, sized by the memory plan), the parameters and
-// the step's inputs, then runs the graph's nodes in order (the schedule) on the CPU.
+// the step's inputs, then runs the graph's nodes in order (the schedule) on the CPU, or on a
+// Device (core/device.h): then the arena is one device allocation, bound views are device memory,
+// kernels are the device's and run asynchronously (fetch() waits for them).
 // After the last node it applies the graph's state updates (BatchNorm running statistics).
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "core/graph.h"
+#include "core/device.h"
 #include "core/memory_plan.h"
 
 namespace mnemo {
 
 class Executor {
  public:
-  Executor(const Graph& g, MemoryPlan plan);
+  // `device`: null runs on the CPU; else the plan must have been made for that device.
+  Executor(const Graph& g, MemoryPlan plan, Device* device = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -22,22 +26,30 @@ class Executor {
   void bind(int node, TensorView v);
   void run();
 
-  TensorView entry(EntryRef e) const;  // valid after run() (or bind, for bound nodes)
+  TensorView entry(EntryRef e) const;  // valid after run() (or bind, for bound nodes); device memory on a device
+  Tensor fetch(EntryRef e) const;      // a host copy of an entry (waits for the device)
   // Per-node wall time accumulated over runs while profiling is on (seconds, indexed by node).
   void set_profiling(bool on) { profile_.assign(on ? g_.size() : 0, 0.0); }
   const std::vector<double>& profile() const { return profile_; }
   const MemoryPlan& plan() const { return plan_; }
   int64_t allocated_bytes() const { return arena_bytes_; }  // what the executor allocated
+  Device* device() const { return device_; }
 
  private:
   void prepare();
   const Graph& g_;
   MemoryPlan plan_;
-  std::unique_ptr<char, void (*)(void*)> arena_;
+  Device* device_ = nullptr;
+  struct Release {
+    Device* device;
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Release> arena_;
   int64_t arena_bytes_ = 0;
   std::vector<std::vector<TensorView>> out_;  // [node][output]
   std::vector<std::vector<TensorView>> in_;   // [node][input], resolved by prepare()
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
+  std::vector<Kernel> kernels_;               // [node]: the CPU's or the device's
   bool prepared_ = false;
   std::vector<double> profile_;
 };

@@ -1,9 +1,12 @@
 // The trivial memory plan: one region per entry.
 #include "core/memory_plan.h"
 
+#include "core/device.h"
+
 namespace mnemo {
 
-size_t node_workspace_bytes(const Graph& g, int id) {
+size_t node_workspace_bytes(const Graph& g, int id, const Device* device) {
+  if (device) return device->workspace_bytes(g, id);
   const Node& n = g.node(id);
   if (!n.op->workspace) return 0;
   std::vector<TensorType> in;
@@ -11,7 +14,7 @@ size_t node_workspace_bytes(const Graph& g, int id) {
   return n.op->workspace(n.params.get(), in, n.outputs);
 }
 
-MemoryPlan plan_separate(const Graph& g) {
+MemoryPlan plan_separate(const Graph& g, const Device* device) {
   MemoryPlan plan;
   plan.mode = "none";
   plan.entries.resize(g.size());
@@ -26,7 +29,7 @@ MemoryPlan plan_separate(const Graph& g) {
       plan.entries[i][j] = {top, bytes};
       top += align_up(bytes);
     }
-    if (const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, static_cast<int>(i)))) {
+    if (const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, static_cast<int>(i), device))) {
       plan.workspace[i] = {top, ws};
       top += align_up(ws);
     }

@@ -25,11 +25,13 @@ struct MemoryPlan {
   int64_t arena_bytes = 0;
 };
 
-// Workspace bytes the op of node `id` asks for.
-size_t node_workspace_bytes(const Graph& g, int id);
+class Device;
+
+// Workspace bytes node `id` needs on `device` (null: the CPU, the op's own workspace function).
+size_t node_workspace_bytes(const Graph& g, int id, const Device* device = nullptr);
 
 // Every compute entry and every workspace in its own 256-byte aligned region (mode "none").
-MemoryPlan plan_separate(const Graph& g);
+MemoryPlan plan_separate(const Graph& g, const Device* device = nullptr);
 
 }  // namespace mnemo
 
@@ -37,5 +39,6 @@ namespace mnemo {
 // Throws mnemo::Error naming the two tensors when two simultaneously live tensors overlap (except
 // a declared in-place takeover), or when a slot lies outside the arena. The executor runs it in
 // debug builds; the tests run it on every plan.
-void validate_plan(const Graph& g, const MemoryPlan& plan);
+// `device`: the backend whose workspace sizes the plan was made for (null: the CPU).
+void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device = nullptr);
 }  // namespace mnemo

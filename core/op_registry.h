@@ -43,11 +43,13 @@ struct KernelContext {
   const void* params = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  void* device = nullptr;  // the device's kernel context (cuda/: streams and handles); null on the CPU
 
   template <class P>
   const P& p() const { return *static_cast<const P*>(params); }
 };
-using CpuKernel = void (*)(const KernelContext&);
+using Kernel = void (*)(const KernelContext&);
+using CpuKernel = Kernel;
 
 // What a grad function sees for one forward node. `inputs`/`outputs` are the entries backward
 // must read: the forward ones, or their recomputed (mirrored) copies under a mirror plan.

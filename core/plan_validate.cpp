@@ -16,7 +16,7 @@ struct Item {
 };
 }  // namespace
 
-void validate_plan(const Graph& g, const MemoryPlan& plan) {
+void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device) {
   const int n = static_cast<int>(g.size());
   MNEMO_CHECK(static_cast<int>(plan.entries.size()) == n && static_cast<int>(plan.workspace.size()) == n)
       << "plan covers " << plan.entries.size() << " nodes, the graph has " << n;
@@ -67,7 +67,7 @@ void validate_plan(const Graph& g, const MemoryPlan& plan) {
           << ") is not an aligned region of the " << plan.arena_bytes << "-byte arena holding " << bytes << " bytes";
       if (bytes) items.push_back({s.offset, s.offset + bytes, v, last[v][j], v, static_cast<int>(j)});
     }
-    const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v));
+    const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v, device));
     if (ws) {
       const Slot& s = plan.workspace[v];
       MNEMO_CHECK(s.offset >= 0 && s.offset % kArenaAlignment == 0 && s.bytes >= ws && s.offset + ws <= plan.arena_bytes)

@@ -7,7 +7,7 @@
 
 namespace mnemo {
 
-Liveness analyze_liveness(const Graph& g, bool allow_inplace) {
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* device) {
   const int n = static_cast<int>(g.size());
   Liveness l;
   l.entry_buffer.resize(n);
@@ -67,7 +67,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace) {
       taken.push_back(b);
       l.entry_buffer[v][j] = b;
     }
-    if (const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v))) l.workspace_buffer[v] = new_buffer(ws, v, true);
+    if (const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v, device))) l.workspace_buffer[v] = new_buffer(ws, v, true);
     // This node's reads are done; then its outputs' readers become pending.
     for (const EntryRef& e : node.inputs) {
       const int b = l.entry_buffer[e.node][e.index];

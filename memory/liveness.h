@@ -25,7 +25,9 @@ struct Liveness {
   int inplace_count = 0;
 };
 
-Liveness analyze_liveness(const Graph& g, bool allow_inplace);
+// `device`: the backend the plan is for; it decides the workspace of each node (null: the CPU).
+class Device;
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* device = nullptr);
 
 // max over steps of the sum of (256-aligned) bytes of the live buffers: a lower bound for any
 // arena that holds them.

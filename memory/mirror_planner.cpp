@@ -167,7 +167,7 @@ MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int dept
 }
 
 MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
-                         int optimizer_state) {
+                         int optimizer_state, const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
   auto apply = [&](MirrorPlan m) {
     if (m.empty()) m.assign(fwd.size(), 0);
@@ -178,7 +178,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     MirrorResult r;
     r.mirror = m;
     r.training = build_training_graph(fwd, loss, m);
-    r.planned = plan_training_step(r.training, mode.alloc, optimizer_state);
+    r.planned = plan_training_step(r.training, mode.alloc, optimizer_state, device);
     return r;
   };
   MirrorResult best;

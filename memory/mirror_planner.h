@@ -61,8 +61,9 @@ struct MirrorResult {
 // Plans m(v) for `mode`, builds the training graph and its memory plan. `overrides`: node id ->
 // mirror count from the config, applied to every candidate. `optimizer_state`: tensors per
 // trainable parameter (for the report).
+// `device`: the backend the plans are for (its workspace sizes); null: the CPU.
 MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& mode,
-                         const std::map<int, int>& overrides, int optimizer_state);
+                         const std::map<int, int>& overrides, int optimizer_state, const Device* device = nullptr);
 
 // The building blocks, exposed for tests and tools.
 MirrorPlan drop_bn_relu_plan(const Graph& forward);

@@ -65,9 +65,10 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
   return top;
 }
 
-MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& persistent) {
+MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& persistent,
+                       const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
-  Liveness l = analyze_liveness(g, mode != AllocMode::none);
+  Liveness l = analyze_liveness(g, mode != AllocMode::none, device);
   std::vector<bool> is_persistent(l.buffers.size(), false);
   for (const EntryRef& e : persistent)
     if (const int b = l.entry_buffer.at(e.node).at(e.index); b >= 0) is_persistent[b] = true;

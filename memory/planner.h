@@ -30,8 +30,9 @@ struct PlanStats {
 
 // `persistent`: entries (parameter gradients) whose buffers get a region of their own above the
 // feature maps and workspace (ARCHITECTURE.md: gradients of parameters live beside them).
+// `device`: the backend the plan is for (its workspace sizes); null: the CPU.
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
-                       const std::vector<EntryRef>& persistent = {});
+                       const std::vector<EntryRef>& persistent = {}, const Device* device = nullptr);
 
 // Offsets for `items` (bytes, [start, end]) such that items live at the same step never overlap;
 // returns the arena size. Items whose offset is already >= 0 stay where they are; the others are

@@ -5,13 +5,14 @@
 
 namespace mnemo {
 
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param) {
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param,
+                               const Device* device) {
   const Graph& g = tg.graph;
   std::vector<EntryRef> grads;
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads);
+  out.plan = plan_memory(g, mode, &st, grads, device);
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.feature_map_bytes = st.feature_map_bytes;

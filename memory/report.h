@@ -33,7 +33,9 @@ struct PlannedStep {
 
 // Plans the training graph's memory (parameter gradients in their own region) and reports it.
 // `optimizer_state_per_param`: optimiser tensors per trainable parameter (SGD with momentum: 1).
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param);
+// `device`: the backend the plan is for (null: the CPU).
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param,
+                               const Device* device = nullptr);
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

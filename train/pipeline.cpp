@@ -14,9 +14,9 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch) {
   return p;
 }
 
-MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode) {
+MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device) {
   const int optimizer_state = c.optimizer.momentum > 0 ? 1 : 0;
-  return plan_mirror(p.model.builder.graph(), p.model.loss, parse_memory_mode(mode), p.mirror_overrides, optimizer_state);
+  return plan_mirror(p.model.builder.graph(), p.model.loss, parse_memory_mode(mode), p.mirror_overrides, optimizer_state, device);
 }
 
 }  // namespace mnemo

@@ -20,6 +20,7 @@ struct Pipeline {
 Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch);
 
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").
-MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode);
+// `device`: the backend that will run it (null: the CPU).
+MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device = nullptr);
 
 }  // namespace mnemo

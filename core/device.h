@@ -1,0 +1,60 @@
+// A backend that an executor can run on instead of the host CPU. The CPU needs no Device (a null
+// Device* everywhere means "host memory, OpDef::cpu kernels"); the CUDA backend (cuda/) implements
+// one. A Device answers the three questions the static pipeline asks of a backend:
+//   planning   how many workspace bytes a node needs there (the planner puts them in the arena);
+//   execution  which kernel runs a node there, with what per-device context (streams, handles);
+//   memory     one allocation per arena, copies in the device's stream order.
+// Kernels on a device are asynchronous: results are ready after synchronize() (Executor::fetch
+// does it). core knows no particular device.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/op_registry.h"
+
+namespace mnemo {
+
+class Graph;
+
+enum class CopyKind { host_to_device, device_to_host, device_to_device };
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;  // e.g. "cuda:0 (NVIDIA H100 80GB HBM3)"
+
+  // Workspace bytes node `id` of `g` needs on this device (0: none).
+  virtual size_t workspace_bytes(const Graph& g, int id) const = 0;
+  // The kernel that runs node `id` here; throws naming the node when there is none (op or dtype).
+  virtual Kernel kernel(const Graph& g, int id) const = 0;
+  // The kernel of a registered op that is called directly, not from a graph (the optimiser update).
+  virtual Kernel kernel(const std::string& op) const = 0;
+  // Passed to every kernel as KernelContext::device.
+  virtual void* kernel_context() = 0;
+
+  // One device allocation; throws naming `what`, the size and the free memory when it fails.
+  virtual void* allocate(int64_t bytes, const std::string& what) = 0;
+  virtual void release(void* p) noexcept = 0;
+  // Copies in stream order (device_to_host waits for the copy to finish).
+  virtual void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) = 0;
+  // Sets `bytes` bytes at `dst` (device memory) to zero, in stream order.
+  virtual void zero(void* dst, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Input staging for the training loop: `reserve_inputs` allocates `slots` device buffers for
+  // tensors of `types` once, before the loop; `stage_inputs` copies the host tensors into the next
+  // slot on a copy stream that runs beside compute (the compute stream waits for that copy only)
+  // and returns device views to bind. A slot is reused only after the step that read it finished.
+  virtual void reserve_inputs(std::span<const TensorType> types, int slots) = 0;
+  virtual std::vector<TensorView> stage_inputs(std::span<const TensorView> host) = 0;
+
+  // Bytes of device memory in use now (cudaMemGetInfo: total - free), and the same at open,
+  // after the context and the library handles were created.
+  virtual int64_t memory_in_use() const = 0;
+  virtual int64_t memory_at_open() const = 0;
+  virtual int64_t allocated_bytes() const = 0;  // sum of live allocate() calls
+};
+
+}  // namespace mnemo
