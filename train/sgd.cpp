@@ -1,7 +1,7 @@
-// SGD update on the CPU.
+// SGD update on the CPU: the sgd_update op (ops/optimizer.cpp) per trainable parameter, in place.
 #include "train/sgd.h"
 
-#include <omp.h>
+#include "ops/optimizer.h"
 
 namespace mnemo {
 
@@ -14,24 +14,17 @@ Sgd::Sgd(const ParamStore& params, SgdOptions opt) : opt_(opt) {
 }
 
 void Sgd::step(ParamStore& params, const std::vector<TensorView>& grads, double lr) {
+  static const Kernel update = op_registry().get("sgd_update").cpu;  // the op every backend implements
+  const ops::SgdParams p{lr, opt_.momentum, opt_.weight_decay};
   size_t k = 0;
   for (const ParamSpec& s : params.specs()) {
     if (!s.trainable) continue;
     MNEMO_CHECK(k < grads.size()) << "sgd: " << grads.size() << " gradients for more trainable parameters";
     Tensor& w = params.at(s.name);
     MNEMO_CHECK(grads[k].type == w.type()) << "sgd: gradient of '" << s.name << "' is " << grads[k].type.str();
-    dispatch_float(w.dtype(), "sgd", [&]<class T>() {
-      T* wp = w.as<T>();
-      T* vp = velocity_[k].as<T>();
-      const T* gp = grads[k].as<T>();
-      const T mom = static_cast<T>(opt_.momentum), wd = static_cast<T>(opt_.weight_decay), a = static_cast<T>(lr);
-      const int64_t n = w.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i) {
-        vp[i] = mom * vp[i] + (gp[i] + wd * wp[i]);
-        wp[i] -= a * vp[i];
-      }
-    });
+    const TensorView in[3] = {w.view(), grads[k], velocity_[k].view()};
+    const TensorView out[2] = {w.view(), velocity_[k].view()};
+    update(KernelContext{in, out, &p});
     ++k;
   }
   MNEMO_CHECK(k == grads.size()) << "sgd: " << grads.size() << " gradients for " << k << " trainable parameters";
