@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ops/batch_norm.h"
 #include "ops/common.h"
 
 namespace mnemo::ops {
@@ -94,12 +95,8 @@ inline double running_inv_std(double running_var, double eps) {
   return 1.0 / std::sqrt(std::max(running_var, 0.0) + eps);
 }
 
-// ---- params and inference ----
+// ---- params (ops/batch_norm.h) and inference ----
 
-struct BatchNormParams {
-  double eps = 1e-5;
-  bool training = true;
-};
 BatchNormParams parse_bn(AttrReader& r) {
   BatchNormParams p;
   p.eps = r.get_float("eps", 1e-5);
@@ -116,11 +113,6 @@ BatchNormParams parse_bn_inference_grad(AttrReader& r) {
   return p;
 }
 
-struct StatsParams {
-  double momentum = 0.1;
-  double eps = 1e-5;
-  int64_t count = 0;
-};
 StatsParams parse_stats(AttrReader& r) {
   StatsParams p;
   p.momentum = r.get_float("momentum", 0.1);

@@ -12,18 +12,14 @@
 //   avg_pool2d_grad{same, input_hw=[H,W]}(dy) -> dx: each window cell gets dy(p,q) / divisor
 //   global_avg_pool(x) -> y[N,C] = mean over H,W;  global_avg_pool_grad{input_hw}(dy) -> dx = dy/(H*W)
 // Kernels run one (n,c) plane per task; every sum has a fixed order (bitwise reproducible).
+#include "ops/pooling.h"
+
 #include <limits>
 
 #include "ops/common.h"
 
 namespace mnemo::ops {
 namespace {
-
-struct PoolParams {
-  int64_t r = 1, s = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  bool count_include_pad = true;
-  int64_t h = 0, w = 0;  // input_hw (backward ops that cannot see x)
-};
 
 PoolParams read_window(AttrReader& r) {
   constexpr int64_t kMissing = std::numeric_limits<int64_t>::min();

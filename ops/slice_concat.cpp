@@ -9,6 +9,8 @@
 //       grad: dx = concat(dy_1..dy_k) (a zero constant for a piece without gradient)
 //   concat(x1..xk) {axis = 0}                      y = the xi joined along axis (other dims equal)
 //       grad: split(dy) {axis, sizes: the inputs' extents}
+#include "ops/slice_concat.h"
+
 #include <array>
 #include <cstring>
 #include <limits>
@@ -17,24 +19,6 @@
 
 namespace mnemo::ops {
 namespace {
-
-constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();
-
-struct SliceParams {
-  int64_t axis = 0, begin = 0, end = kToEnd;
-};
-struct SliceGradParams {
-  int64_t axis = 0, begin = 0;
-  Shape input_shape;
-};
-struct SplitParams {
-  int64_t axis = 0;
-  std::vector<int64_t> sizes;  // empty: `parts` equal pieces
-  int64_t parts = 0;
-};
-struct AxisParams {
-  int64_t axis = 0;
-};
 
 int normalize_axis(int64_t axis, size_t rank, const char* op) {
   const int64_t r = static_cast<int64_t>(rank);

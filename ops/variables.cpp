@@ -3,16 +3,12 @@
 //   input   {shape, dtype}                -> the bound tensor
 //   param   {shape, dtype, trainable}     -> the bound tensor
 //   constant{shape, dtype, value}         -> tensor filled with value
+#include "ops/variables.h"
+
 #include "ops/common.h"
 
 namespace mnemo::ops {
 namespace {
-
-struct VariableParams {
-  TensorType type;
-  bool trainable = true;
-  double value = 0;
-};
 
 VariableParams read_type(AttrReader& r) {
   VariableParams p;

@@ -1,0 +1,30 @@
+// Parameters of the slicing ops (ops/slice_concat.cpp), shared with the CUDA kernels
+// (cuda/ops_slice_concat.cpp).
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace mnemo::ops {
+
+constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();  // slice `end` not given
+
+struct SliceParams {
+  int64_t axis = 0, begin = 0, end = kToEnd;
+};
+struct SliceGradParams {
+  int64_t axis = 0, begin = 0;
+  Shape input_shape;
+};
+struct SplitParams {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;  // empty: `parts` equal pieces
+  int64_t parts = 0;
+};
+struct AxisParams {
+  int64_t axis = 0;
+};
+
+}  // namespace mnemo::ops
