@@ -1,0 +1,261 @@
+// CudaDevice (see device.h).
+#include "cuda/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "core/graph.h"
+#include "core/memory_plan.h"
+#include "cuda/check.h"
+#include "cuda/context.h"
+
+namespace mnemo::cuda {
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "unknown cuBLAS status";
+  }
+}
+
+void KernelTable::add(const std::string& op, CudaOp k) {
+  MNEMO_CHECK(op_registry().find(op)) << "CUDA kernel for '" << op << "': no such op in the registry";
+  MNEMO_CHECK(k.run) << "CUDA kernel for '" << op << "' is null";
+  MNEMO_CHECK(ops_.emplace(op, k).second) << "CUDA kernel for '" << op << "' registered twice";
+}
+
+const CudaOp* KernelTable::find(const std::string& op) const {
+  auto it = ops_.find(op);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KernelTable::names() const {
+  std::vector<std::string> v;
+  for (const auto& [name, k] : ops_) v.push_back(name);
+  return v;
+}
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  if (n == 0 && why) *why = "the driver reports no CUDA device";
+  return n;
+}
+
+namespace {
+
+int64_t used_now() {
+  size_t free = 0, total = 0;
+  MNEMO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(total - free);
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) {
+    ctx_.ordinal = ordinal;
+    MNEMO_CUDA_CHECK(cudaSetDevice(ordinal));
+    MNEMO_CUDA_CHECK(cudaGetDeviceProperties(&ctx_.prop, ordinal));
+    MNEMO_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, so memory_at_open counts it
+    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    MNEMO_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
+    MNEMO_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    MNEMO_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
+    MNEMO_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
+    // cuBLAS would otherwise allocate its own workspace per stream on first use (outside the plan);
+    // without one it picks algorithms that need none. Deterministic: no atomics in reductions.
+    MNEMO_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, nullptr, 0));
+    MNEMO_CUBLAS_CHECK(cublasSetAtomicsMode(ctx_.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    MNEMO_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_PEDANTIC_MATH));  // float32, no TF32
+    MNEMO_CUDA_CHECK(cudaDeviceSynchronize());
+    at_open_ = used_now();
+  }
+
+  ~CudaDevice() override {
+    cudaStreamSynchronize(ctx_.stream);
+    for (Slot& s : slots_) {
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.copied) cudaEventDestroy(s.copied);
+      if (s.pinned) cudaFreeHost(s.pinned);
+      if (s.device) cudaFree(s.device);
+    }
+    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
+    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+  }
+
+  std::string name() const override {
+    return "cuda:" + std::to_string(ctx_.ordinal) + " (" + ctx_.prop.name + ")";
+  }
+
+  size_t workspace_bytes(const Graph& g, int id) const override {
+    const Node& n = g.node(id);
+    if (n.op->kind != OpKind::compute) return 0;
+    const CudaOp* k = kernel_table().find(n.op->name);
+    if (!k || !k->workspace) return 0;
+    std::vector<TensorType> in;
+    for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
+    return k->workspace(ctx_, n.params.get(), in, n.outputs);
+  }
+
+  Kernel kernel(const Graph& g, int id) const override {
+    const Node& n = g.node(id);
+    const CudaOp* k = kernel_table().find(n.op->name);
+    MNEMO_CHECK(k) << "node '" << n.name << "': op '" << n.op->name << "' has no CUDA kernel";
+    auto check_type = [&](const TensorType& t) {
+      MNEMO_CHECK(t.dtype != DType::f64) << "node '" << n.name << "' (" << n.op->name << ") is " << t.str()
+                                         << ": the CUDA backend runs float32 graphs (float64 is for the CPU's gradient checks)";
+    };
+    for (const EntryRef& e : n.inputs) check_type(g.type(e));
+    for (const TensorType& t : n.outputs) check_type(t);
+    return k->run;
+  }
+
+  Kernel kernel(const std::string& op) const override {
+    const CudaOp* k = kernel_table().find(op);
+    MNEMO_CHECK(k) << "op '" << op << "' has no CUDA kernel";
+    return k->run;
+  }
+
+  void* kernel_context() override { return &ctx_; }
+
+  void* allocate(int64_t bytes, const std::string& what) override {
+    if (bytes <= 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(bytes));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      MNEMO_FAIL() << "cannot allocate " << what << " on " << name() << ": " << bytes << " bytes requested, " << free
+                   << " of " << total << " bytes free (" << cudaGetErrorString(e)
+                   << "); try a memory mode that saves more (sublinear, recursive) or a smaller batch";
+    }
+    sizes_.push_back({p, bytes});
+    allocated_ += bytes;
+    return p;
+  }
+
+  void release(void* p) noexcept override {
+    if (!p) return;
+    cudaStreamSynchronize(ctx_.stream);
+    for (size_t i = 0; i < sizes_.size(); ++i)
+      if (sizes_[i].first == p) {
+        allocated_ -= sizes_[i].second;
+        sizes_.erase(sizes_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    cudaFree(p);
+  }
+
+  void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) override {
+    if (bytes <= 0) return;
+    const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                                                : cudaMemcpyDeviceToDevice;
+    MNEMO_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), k, ctx_.stream));
+    if (kind != CopyKind::device_to_device) MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+
+  void zero(void* dst, int64_t bytes) override {
+    if (bytes > 0) MNEMO_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), ctx_.stream));
+  }
+
+  void synchronize() override { MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+
+  void reserve_inputs(std::span<const TensorType> types, int slots) override {
+    MNEMO_CHECK(slots >= 1) << "reserve_inputs: slots must be >= 1";
+    MNEMO_CHECK(slots_.empty()) << "reserve_inputs: already reserved";
+    types_.assign(types.begin(), types.end());
+    for (const TensorType& t : types_) slot_bytes_ += align_up(static_cast<int64_t>(t.bytes()));
+    slots_.resize(static_cast<size_t>(slots));
+    for (Slot& s : slots_) {
+      s.device = static_cast<char*>(allocate(slot_bytes_, "the input staging buffers"));
+      void* pinned = nullptr;
+      MNEMO_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(slot_bytes_)));
+      s.pinned = static_cast<char*>(pinned);
+      MNEMO_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+      MNEMO_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    }
+  }
+
+  std::vector<TensorView> stage_inputs(std::span<const TensorView> host) override {
+    MNEMO_CHECK(!slots_.empty()) << "stage_inputs before reserve_inputs";
+    MNEMO_CHECK(host.size() == types_.size()) << "stage_inputs: " << host.size() << " tensors, reserved " << types_.size();
+    // Everything enqueued on the compute stream since the last call read the last slot: mark its end.
+    if (last_) MNEMO_CUDA_CHECK(cudaEventRecord(last_->done, ctx_.stream));
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    // The slot's previous step must be done reading it (and its last upload done reading pinned).
+    MNEMO_CUDA_CHECK(cudaEventSynchronize(s.done));
+    MNEMO_CUDA_CHECK(cudaEventSynchronize(s.copied));
+    std::vector<TensorView> out;
+    int64_t off = 0;
+    for (size_t i = 0; i < host.size(); ++i) {
+      MNEMO_CHECK(host[i].type == types_[i]) << "stage_inputs: input " << i << " is " << host[i].type.str() << ", reserved "
+                                             << types_[i].str();
+      std::memcpy(s.pinned + off, host[i].data, host[i].bytes());
+      out.push_back(TensorView{s.device + off, types_[i]});
+      off += align_up(static_cast<int64_t>(host[i].bytes()));
+    }
+    MNEMO_CUDA_CHECK(cudaMemcpyAsync(s.device, s.pinned, static_cast<size_t>(off), cudaMemcpyHostToDevice, copy_stream_));
+    MNEMO_CUDA_CHECK(cudaEventRecord(s.copied, copy_stream_));
+    MNEMO_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, s.copied, 0));
+    last_ = &s;
+    return out;
+  }
+
+  int64_t memory_in_use() const override { return used_now(); }
+  int64_t memory_at_open() const override { return at_open_; }
+  int64_t allocated_bytes() const override { return allocated_; }
+
+ private:
+  struct Slot {
+    char* device = nullptr;
+    char* pinned = nullptr;
+    cudaEvent_t done = nullptr;    // the step that read this slot finished
+    cudaEvent_t copied = nullptr;  // the upload into this slot finished
+  };
+  mutable Context ctx_;
+  cudaStream_t copy_stream_ = nullptr;
+  int64_t at_open_ = 0;
+  int64_t allocated_ = 0;
+  std::vector<std::pair<void*, int64_t>> sizes_;
+  std::vector<TensorType> types_;
+  int64_t slot_bytes_ = 0;
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+  Slot* last_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> open_device(int ordinal) {
+  std::string why;
+  const int n = device_count(&why);
+  MNEMO_CHECK(n > 0) << "--device cuda: no CUDA device is usable on this machine (" << why
+                     << "); run on a machine with an NVIDIA GPU and driver, or use --device cpu";
+  MNEMO_CHECK(ordinal >= 0 && ordinal < n) << "--device cuda:" << ordinal << ": this machine has " << n
+                                          << " CUDA device(s), numbered 0.." << n - 1;
+  return std::make_unique<CudaDevice>(ordinal);
+}
+
+}  // namespace mnemo::cuda

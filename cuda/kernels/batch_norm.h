@@ -1,0 +1,32 @@
+// Batch-norm CUDA kernels (cuda/kernels/batch_norm.cu): host-callable launchers, float32, checked.
+// x is viewed as [N, C, L] (L = H*W, or 1 for x[N,C]); every per-channel vector has C entries.
+// Each channel is one block of 256 threads with the fixed-order double reductions of
+// cuda/kernels/batch_norm_math.h, so results are bitwise reproducible; no atomics.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mnemo::cuda {
+
+// training=true: mean, inv_std (biased variance) of each channel, y = gamma (x - mean) inv_std + beta.
+void batch_norm_train_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta, float* y,
+                              float* mean, float* inv_std, int64_t N, int64_t C, int64_t L, double eps);
+// training=false: y = gamma (x - running_mean) / sqrt(max(running_var, 0) + eps) + beta.
+void batch_norm_inference_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
+                                  const float* running_mean, const float* running_var, float* y, int64_t N,
+                                  int64_t C, int64_t L, double eps);
+// batch_norm_grad: (dx, dgamma, dbeta) from (x, gamma, mean, inv_std, dy).
+void batch_norm_backward(cudaStream_t stream, const float* x, const float* gamma, const float* mean,
+                         const float* inv_std, const float* dy, float* dx, float* dgamma, float* dbeta, int64_t N,
+                         int64_t C, int64_t L);
+// batch_norm_inference_grad: (dx, dgamma, dbeta) from (x, gamma, running_mean, running_var, dy).
+void batch_norm_inference_backward(cudaStream_t stream, const float* x, const float* gamma, const float* running_mean,
+                                   const float* running_var, const float* dy, float* dx, float* dgamma, float* dbeta,
+                                   int64_t N, int64_t C, int64_t L, double eps);
+// batch_norm_stats over C channels; new_mean may equal running_mean and new_var running_var.
+void batch_norm_stats(cudaStream_t stream, const float* running_mean, const float* running_var, const float* mean,
+                      const float* inv_std, float* new_mean, float* new_var, int64_t C, double momentum, double eps,
+                      int64_t count);
+
+}  // namespace mnemo::cuda

@@ -1,0 +1,279 @@
+// CUDA kernels of the conv2d ops (ops/conv2d.cpp, ops/conv2d_grad.cpp) through cuDNN's legacy API,
+// NCHW float32, cross-correlation, no groups:
+//   conv2d(x, w [, b])          cudnnConvolutionForward (+ cudnnAddTensor for the bias)
+//   conv2d_grad_data(dy, w)     cudnnConvolutionBackwardData
+//   conv2d_grad_weight(dy, x)   cudnnConvolutionBackwardFilter
+//   conv2d_grad_bias(dy)        own kernel (cuda/kernels/conv2d.cu): per-channel double sum in a
+//                               fixed order, like the CPU op (which sums in double)
+// Math: the convolution descriptor is CUDNN_FMA_MATH (float32 FMA kernels only). CUDNN_DEFAULT_MATH
+// would not do: on Ampere and later it permits TF32 tensor-core kernels for float data.
+// Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7, nothing is run), taking the
+// first result with status success, CUDNN_DETERMINISTIC, no tensor-op math type and a workspace
+// size cuDNN reports for this geometry; backward-data ALGO_0 and backward-filter ALGO_0 / ALGO_3
+// (atomics) are excluded by name as well. Fallbacks if none qualifies: forward IMPLICIT_GEMM,
+// backward data ALGO_1, backward filter ALGO_1 (all deterministic). Algorithms whose workspace
+// exceeds max(64 MiB, the op's largest tensor) are passed over while another qualifies (the
+// workspace is planned memory). The choice, the descriptors
+// and the workspace size are cached per (pass, shapes, stride, padding, dilation) in
+// Context::cached(), so the planner's workspace query and the kernel use the same algorithm.
+// The conv `algo` attribute (auto / im2col / winograd: CPU implementations) is ignored here.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/conv2d.h"
+#include "ops/conv2d.h"
+
+namespace mnemo::cuda {
+namespace {
+
+using ops::conv::Params;
+
+enum class Pass : int { forward = 0, backward_data = 1, backward_filter = 2 };
+const char* pass_op(Pass p) {
+  return p == Pass::forward ? "conv2d" : p == Pass::backward_data ? "conv2d_grad_data" : "conv2d_grad_weight";
+}
+
+// Descriptors and the chosen algorithm of one pass for one geometry (host objects, immutable once built).
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;  // bias: [1,K,1,1], forward only
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = -1;  // a cudnnConvolutionFwdAlgo_t, ...BwdDataAlgo_t or ...BwdFilterAlgo_t, by pass
+  size_t workspace = 0;
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+};
+using PlanPtr = std::shared_ptr<const ConvPlan>;
+
+int to_int(int64_t v, Pass pass, const char* what) {
+  MNEMO_CHECK(v >= 0 && v <= INT_MAX) << pass_op(pass) << " (cuDNN): " << what << " = " << v
+                                      << " exceeds cuDNN's int range";
+  return static_cast<int>(v);
+}
+
+void require_4d_f32(const TensorType& t, Pass pass, const char* what) {
+  MNEMO_CHECK(t.dtype == DType::f32 && t.shape.size() == 4)
+      << pass_op(pass) << " (CUDA): " << what << " must be a float32 rank-4 tensor, got " << t.str();
+  MNEMO_CHECK(t.numel() <= INT_MAX) << pass_op(pass) << " (cuDNN): " << what << " " << t.str() << " has more than "
+                                    << INT_MAX << " elements (cuDNN's legacy descriptors index with int)";
+}
+
+cudnnTensorDescriptor_t tensor_desc(const Shape& s, Pass pass, const char* what) {
+  cudnnTensorDescriptor_t d = nullptr;
+  MNEMO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  const cudnnStatus_t st = cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(s[0], pass, what),
+                                                      to_int(s[1], pass, what), to_int(s[2], pass, what),
+                                                      to_int(s[3], pass, what));
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroyTensorDescriptor(d);
+    MNEMO_FAIL() << pass_op(pass) << ": cudnnSetTensor4dDescriptor(" << what << ") failed: " << cudnnGetErrorString(st);
+  }
+  return d;
+}
+
+bool tensor_op_math(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// Picks the algorithm of `plan` (descriptors set) for `pass` and its workspace size. Workspace is
+// memory the plan must hold: algorithms needing more than `cap` (the larger of 64 MiB and the
+// largest tensor of the op; FFT algorithms can ask for several times that) are taken only when no
+// other deterministic algorithm is offered.
+void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap) {
+  auto accept = [&](int algo, cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math) {
+    if (status != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC || tensor_op_math(math)) return false;
+    size_t bytes = 0;
+    cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+    if (pass == Pass::forward) {
+      st = cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, plan.x, plan.w, plan.conv, plan.y,
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
+    } else if (pass == Pass::backward_data) {
+      if (algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) return false;  // atomics
+      st = cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, plan.w, plan.y, plan.conv, plan.x,
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
+    } else {
+      if (algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3) return false;
+      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn, plan.x, plan.y, plan.conv, plan.w,
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
+    }
+    if (st != CUDNN_STATUS_SUCCESS || bytes > cap) return false;
+    plan.algo = algo;
+    plan.workspace = bytes;
+    return true;
+  };
+  int returned = 0;
+  if (pass == Pass::forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    MNEMO_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, plan.x, plan.w, plan.conv, plan.y,
+                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+    for (int i = 0; i < returned; ++i)
+      if (accept(perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType)) return;
+    if (accept(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH))
+      return;
+  } else if (pass == Pass::backward_data) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    MNEMO_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn, plan.w, plan.y, plan.conv, plan.x,
+                                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                                  perf));
+    for (int i = 0; i < returned; ++i)
+      if (accept(perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType)) return;
+    if (accept(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)) return;
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    MNEMO_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn, plan.x, plan.y, plan.conv, plan.w,
+                                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
+                                                                    perf));
+    for (int i = 0; i < returned; ++i)
+      if (accept(perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType)) return;
+    if (accept(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)) return;
+  }
+  if (cap != SIZE_MAX) return choose_algorithm(ctx, pass, plan, SIZE_MAX);
+  MNEMO_FAIL() << pass_op(pass) << ": cuDNN offers no deterministic float32 (FMA) algorithm for this geometry ("
+               << returned << " heuristic results)";
+}
+
+PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
+                  const Params& p, bool bias) {
+  require_4d_f32(x, pass, pass == Pass::backward_data ? "dx" : "x");
+  require_4d_f32(w, pass, pass == Pass::backward_filter ? "dw" : "w");
+  require_4d_f32(y, pass, pass == Pass::forward ? "y" : "dy");
+  // The planner may ask from its own threads: make the device current there (cuDNN's heuristics
+  // read the current device's properties).
+  MNEMO_CUDA_CHECK(cudaSetDevice(ctx.ordinal));
+  auto plan = std::make_shared<ConvPlan>();
+  plan->x = tensor_desc(x.shape, pass, "x");
+  plan->y = tensor_desc(y.shape, pass, "y");
+  if (bias) plan->bias = tensor_desc(Shape{1, w.shape[0], 1, 1}, pass, "bias");
+  MNEMO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
+  MNEMO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(w.shape[0], pass, "K"),
+                                               to_int(w.shape[1], pass, "C"), to_int(w.shape[2], pass, "R"),
+                                               to_int(w.shape[3], pass, "S")));
+  MNEMO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
+  MNEMO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, to_int(p.ph, pass, "padding"),
+                                                    to_int(p.pw, pass, "padding"), to_int(p.sh, pass, "stride"),
+                                                    to_int(p.sw, pass, "stride"), to_int(p.dh, pass, "dilation"),
+                                                    to_int(p.dw, pass, "dilation"), CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT));
+  MNEMO_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, CUDNN_FMA_MATH));
+  int n = 0, k = 0, oh = 0, ow = 0;
+  MNEMO_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &k, &oh, &ow));
+  MNEMO_CHECK(Shape({n, k, oh, ow}) == y.shape)
+      << pass_op(pass) << ": cuDNN computes output [" << n << "," << k << "," << oh << "," << ow << "] for x "
+      << x.str() << " and w " << w.str() << ", the graph has " << y.str();
+  const size_t largest = std::max({x.bytes(), w.bytes(), y.bytes()});
+  choose_algorithm(ctx, pass, *plan, std::max<size_t>(size_t{64} << 20, largest));
+  return plan;
+}
+
+// The cached plan of `pass` for x, w, y (forward orientation: y = conv(x, w) whatever the pass).
+const ConvPlan& plan_of(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
+                        const Params& p, bool bias) {
+  std::string key = "conv2d/";  // built by appending (GCC 12 warns falsely on "literal" + string&&)
+  key += std::to_string(static_cast<int>(pass));
+  if (bias) key += 'b';
+  for (const Shape* s : {&x.shape, &w.shape, &y.shape}) {
+    key += '/';
+    for (int64_t d : *s) {
+      key += std::to_string(d);
+      key += ',';
+    }
+  }
+  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) {
+    key += '/';
+    key += std::to_string(v);
+  }
+  return *ctx.cached<PlanPtr>(key, [&] { return make_plan(ctx, pass, x, w, y, p, bias); });
+}
+
+// The tensors of each op in forward orientation: (x, w, y).
+struct Roles {
+  const TensorType *x, *w, *y;
+};
+Roles roles(Pass pass, std::span<const TensorType> in, std::span<const TensorType> out) {
+  if (pass == Pass::forward) return {&in[0], &in[1], &out[0]};          // (x, w [, b]) -> y
+  if (pass == Pass::backward_data) return {&out[0], &in[1], &in[0]};    // (dy, w) -> dx
+  return {&in[1], &out[0], &in[0]};                                     // (dy, x) -> dw
+}
+
+template <Pass kPass>
+size_t conv_workspace(Context& ctx, const void* params, std::span<const TensorType> in,
+                      std::span<const TensorType> out) {
+  const Roles r = roles(kPass, in, out);
+  const bool bias = kPass == Pass::forward && in.size() > 2;
+  return plan_of(ctx, kPass, *r.x, *r.w, *r.y, *static_cast<const Params*>(params), bias).workspace;
+}
+
+std::vector<TensorType> types_of(std::span<const TensorView> v) {
+  std::vector<TensorType> t;
+  for (const TensorView& x : v) t.push_back(x.type);
+  return t;
+}
+
+const ConvPlan& plan_for_kernel(const KernelContext& c, Pass pass, bool bias) {
+  const std::vector<TensorType> in = types_of(c.in), out = types_of(c.out);
+  const Roles r = roles(pass, in, out);
+  const ConvPlan& plan = plan_of(context_of(c), pass, *r.x, *r.w, *r.y, c.p<Params>(), bias);
+  MNEMO_CHECK(c.workspace_bytes >= plan.workspace && (plan.workspace == 0 || c.workspace))
+      << pass_op(pass) << " (cuDNN algorithm " << plan.algo << "): workspace of " << c.workspace_bytes
+      << " bytes planned, needs " << plan.workspace;
+  return plan;
+}
+
+void conv2d_forward(const KernelContext& c) {  // (x, w [, b]) -> y
+  const bool bias = c.in.size() > 2;
+  const ConvPlan& plan = plan_for_kernel(c, Pass::forward, bias);
+  cudnnHandle_t h = context_of(c).cudnn;
+  const float one = 1.0f, zero = 0.0f;
+  MNEMO_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan.x, c.in[0].data, plan.w, c.in[1].data, plan.conv,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), c.workspace,
+                                            plan.workspace, &zero, plan.y, c.out[0].data));
+  if (bias) MNEMO_CUDNN_CHECK(cudnnAddTensor(h, &one, plan.bias, c.in[2].data, &one, plan.y, c.out[0].data));
+}
+
+void conv2d_grad_data(const KernelContext& c) {  // (dy, w) -> dx
+  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_data, false);
+  const float one = 1.0f, zero = 0.0f;
+  MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardData(context_of(c).cudnn, &one, plan.w, c.in[1].data, plan.y, c.in[0].data,
+                                                 plan.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                                 c.workspace, plan.workspace, &zero, plan.x, c.out[0].data));
+}
+
+void conv2d_grad_weight(const KernelContext& c) {  // (dy, x) -> dw
+  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_filter, false);
+  const float one = 1.0f, zero = 0.0f;
+  MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(context_of(c).cudnn, &one, plan.x, c.in[1].data, plan.y,
+                                                   c.in[0].data, plan.conv,
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo),
+                                                   c.workspace, plan.workspace, &zero, plan.w, c.out[0].data));
+}
+
+void conv2d_grad_bias(const KernelContext& c) {  // dy[N,K,P,Q] -> db[K]
+  const TensorView& dy = c.in[0];
+  conv2d_bias_grad(context_of(c).stream, dy.as<float>(), c.out[0].as<float>(), dy.dim(0), dy.dim(1),
+                   dy.dim(2) * dy.dim(3));
+}
+
+}  // namespace
+}  // namespace mnemo::cuda
+
+MNEMO_REGISTER_CUDA_OPS(conv2d) {
+  using namespace mnemo::cuda;
+  table.add("conv2d", {conv2d_forward, conv_workspace<Pass::forward>});
+  table.add("conv2d_grad_data", {conv2d_grad_data, conv_workspace<Pass::backward_data>});
+  table.add("conv2d_grad_weight", {conv2d_grad_weight, conv_workspace<Pass::backward_filter>});
+  table.add("conv2d_grad_bias", {conv2d_grad_bias});
+}
