@@ -8,6 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
 fails=0
+passes=0
 # expect NAME EXPECTED_EXIT PATTERN -- COMMAND...: the command exits as expected and its output
 # (stdout + stderr) contains PATTERN (an extended regex).
 expect() {
@@ -22,6 +23,7 @@ expect() {
     fails=$((fails + 1))
   else
     echo "ok   $name"
+    passes=$((passes + 1))
   fi
 }
 cfg=$src/configs/mlp-graph.yaml
@@ -40,11 +42,21 @@ expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.y
 # Error paths: a clear message and a non-zero exit, never a crash.
 expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared
 expect bad-mode-train 1 "memory mode 'sublinar'" -- "$mnemo" train "$cfg" --memory sublinar
-expect cuda 1 "runs on the CPU only" -- "$mnemo" train "$cfg" --device cuda
+# --device cuda: trains where a GPU works (nvidia-smi lists one), else a clear error (no device, or
+# a build without the CUDA backend).
+if nvidia-smi -L >/dev/null 2>&1; then
+  expect cuda-train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --memory sublinear --device cuda
+  expect cuda-plan 0 'planned for cuda:0' -- "$mnemo" plan "$cfg" --device cuda
+else
+  expect cuda 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" train "$cfg" --device cuda
+  expect cuda-plan 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" plan "$cfg" --device cuda
+  expect cuda-bench 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" bench "$cfg" --device cuda:0
+fi
+expect bad-device 1 "'tpu' is not a device" -- "$mnemo" train "$cfg" --device tpu
 expect missing-config 105 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
 expect unknown-flag 109 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3
 printf 'model: {type: resnet, depth: 21}\n' >"$tmp/bad.yaml"
 expect bad-config 1 'bad.yaml:1:.*6n\+2' -- "$mnemo" plan "$tmp/bad.yaml"
 expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 --resume "$tmp/w.safetensors"
-echo "$((19 - fails)) passed, $fails failed"
+echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

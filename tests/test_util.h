@@ -3,6 +3,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <vector>
@@ -39,6 +44,24 @@ bool bitwise_equal(const Tensor& a, const Tensor& b);
 }  // namespace mnemo::test
 
 namespace mnemo::test {
+
+// A fresh directory under the system temp dir, removed with everything in it at the end of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path = std::filesystem::temp_directory_path() / ("mnemo_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  // The path of `name` inside; writes `text` there first when it is not empty.
+  std::string file(const std::string& name, const std::string& text = "") const {
+    const std::string p = (path / name).string();
+    if (!text.empty()) std::ofstream(p) << text;
+    return p;
+  }
+};
 
 // Helpers for the per-op tests.
 Tensor clone(const Tensor& t);

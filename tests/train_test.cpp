@@ -14,22 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("mnemo_train_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name, const std::string& text = "") const {
-    const std::string p = (path / name).string();
-    if (!text.empty()) std::ofstream(p) << text;
-    return p;
-  }
-};
-
 // A tiny ResNet (BN running statistics, momentum, warm-up + cosine: everything that must resume).
 std::string tiny_config(const std::string& extra = "") {
   return "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
@@ -137,8 +121,11 @@ TEST(Train, GradCommandMatchesPyTorchFixture) {
   const std::string cfg = d.file("r8.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
                                             "data: {source: synthetic, shape: [3, 8, 8], classes: 5, batch: 4}\n"
                                             "train: {steps: 1}\nmemory: share\n");
-  GradOptions g{cfg, MNEMO_FIXTURE_DIR "/resnet_init.safetensors", MNEMO_FIXTURE_DIR "/resnet_batch.safetensors",
-                d.file("grads.safetensors")};
+  GradOptions g;
+  g.config = cfg;
+  g.weights = MNEMO_FIXTURE_DIR "/resnet_init.safetensors";
+  g.batch = MNEMO_FIXTURE_DIR "/resnet_batch.safetensors";
+  g.out = d.file("grads.safetensors");
   ASSERT_EQ(run_grad(g), 0);
   TensorFile out = read_safetensors(g.out);
   TensorFile want = read_safetensors(MNEMO_FIXTURE_DIR "/resnet_expected.safetensors");

@@ -10,6 +10,7 @@
 #include "train/pipeline.h"
 #include "train/session.h"
 #include "train/curve.h"
+#include "train/device_state.h"
 
 #include <nlohmann/json.hpp>
 
@@ -47,21 +48,26 @@ void print_ops() {
   }
 }
 
-int run_plan(const std::string& path, const std::string& modes, bool json) {
+int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name) {
   const mnemo::Config c = mnemo::load_config(path);
+  // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
+  const std::unique_ptr<mnemo::Device> device = mnemo::open_device(device_name.empty() ? c.device : device_name,
+                                                                   device_name.empty() ? c.file + ": device" : "--device");
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
-  nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"model", c.model_type}, {"layers", p.model.layers},
+  nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
+                        {"model", c.model_type}, {"layers", p.model.layers},
                         {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
   if (!json) {
-    std::printf("%s: %s, %d layers, batch %lld, %zu forward nodes\n", path.c_str(), c.model_type.c_str(), p.model.layers,
-                static_cast<long long>(c.data.batch), p.model.builder.graph().size());
+    std::printf("%s: %s, %d layers, batch %lld, %zu forward nodes, planned for %s\n", path.c_str(), c.model_type.c_str(),
+                p.model.layers, static_cast<long long>(c.data.batch), p.model.builder.graph().size(),
+                device ? device->name().c_str() : "the CPU");
     std::printf("%-13s %11s %10s %10s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "workspace", "params",
                 "param_grad", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
   }
   for (const std::string& m : list) {
-    const mnemo::MirrorResult mr = mnemo::plan_pipeline(c, p, m);
+    const mnemo::MirrorResult mr = mnemo::plan_pipeline(c, p, m, device.get());
     const mnemo::MemoryReport& r = mr.planned.report;
     nlohmann::json j = mnemo::to_json(r);
     nlohmann::json search = nlohmann::json::array();
@@ -108,13 +114,15 @@ int main(int argc, char** argv) {
   plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH] or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
+  std::string plan_device;
+  plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH]), overrides the config");
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")->check(CLI::PositiveNumber);
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
-  train->add_option("--device", topt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  train->add_option("--device", topt.device, "cpu, cuda or cuda:N (overrides the config)");
   train->add_option("--save-init", topt.save_init, "write the initial weights (safetensors) and exit");
   train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
   train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
@@ -125,6 +133,8 @@ int main(int argc, char** argv) {
   grad->add_option("--weights", gopt.weights, "weights (safetensors; names as docs/FORMATS.md)")->required()->check(CLI::ExistingFile);
   grad->add_option("--batch", gopt.batch, "batch (safetensors with 'data' and 'labels')")->required()->check(CLI::ExistingFile);
   grad->add_option("--out", gopt.out, "output file (safetensors: 'loss', 'grad/<param>')")->required();
+  grad->add_option("--memory", gopt.memory, "memory mode, overrides the config");
+  grad->add_option("--device", gopt.device, "cpu, cuda or cuda:N (overrides the config)");
   auto* bench = app.add_subcommand("bench", "time training steps of a config (synthetic batches of its shapes)");
   mnemo::BenchOptions bopt;
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
@@ -133,6 +143,7 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);
   bench->add_flag("--json", bopt.json, "one JSON line");
+  bench->add_option("--device", bopt.device, "cpu, cuda or cuda:N (overrides the config)");
   auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode: CSV and log-log plots");
   mnemo::CurveOptions copt;
   std::string curve_modes = "share,sublinear";
@@ -154,7 +165,7 @@ int main(int argc, char** argv) {
         if (!m.empty()) copt.modes.push_back(m);
       return mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json);
+    if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json, plan_device);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);
       std::cout << (format == "json" ? g.to_json().dump(1) + "\n" : format == "dot" ? g.to_dot() : g.to_text());

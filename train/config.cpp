@@ -317,7 +317,7 @@ Config parse_config(const std::string& text, const std::string& name) {
       top.fail(top.raw("memory"), "memory", "a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive or recursive=DEPTH",
                "'" + c.memory + "'");
     }
-    c.device = top.get_string("device", "cpu", {"cpu", "cuda"});
+    c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");
     c.checkpoint.every = k.get_int("every", 0, 0);

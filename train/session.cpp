@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 
@@ -16,6 +17,7 @@
 
 #include "core/executor.h"
 #include "train/checkpoint.h"
+#include "train/device_state.h"
 #include "train/param_store.h"
 #include "train/pipeline.h"
 #include "train/safetensors.h"
@@ -58,12 +60,25 @@ void print_report(const MemoryReport& r, int64_t allocated, const char* prefix) 
               format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation, r.planning_seconds);
 }
 
+// The device's memory against the plan: what mnemo allocated (arena + parameters and optimiser
+// state + input staging) and the cudaMemGetInfo peak minus the context and library handles.
+void print_device_memory(const Device& d, const MemoryReport& r, int64_t persistent, int64_t peak) {
+  const int64_t mine = std::max<int64_t>(0, peak - d.memory_at_open());
+  std::printf("  device %s: planned total %s; allocated by mnemo %s (arena %s, parameters+optimiser %s, input staging rest); "
+              "measured peak in use %s minus %s at open (context, cuDNN, cuBLAS) = %s (%.3fx the planned total)\n",
+              d.name().c_str(), format_bytes(r.total_bytes).c_str(), format_bytes(d.allocated_bytes()).c_str(),
+              format_bytes(r.arena_bytes).c_str(), format_bytes(persistent).c_str(), format_bytes(peak).c_str(),
+              format_bytes(d.memory_at_open()).c_str(), format_bytes(mine).c_str(),
+              r.total_bytes ? static_cast<double>(mine) / static_cast<double>(r.total_bytes) : 0.0);
+}
+
 // Counts correct predictions of the first `count` examples: argmax over each logits row.
 int64_t count_correct(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, bool tm, int64_t* scored) {
   int64_t correct = 0;
   const int32_t* y = labels.as<int32_t>();
   for (size_t t = 0; t < m.all_logits.size(); ++t) {
-    const TensorView lv = ex.entry(m.all_logits[t]);
+    const Tensor logits = ex.fetch(m.all_logits[t]);  // a host copy (from the device, when there is one)
+    const TensorView lv = logits.view();
     const int64_t n = lv.dim(0), classes = lv.dim(1);
     const float* p = lv.as<float>();
     for (int64_t i = 0; i < count; ++i) {
@@ -83,25 +98,58 @@ struct EvalResult {
   int64_t examples = 0;
 };
 
-EvalResult evaluate(const Config& c, const DataSource& test, const DataShape& ds, ParamStore& params) {
+// Host batches copied into device buffers allocated once (nothing is allocated per batch).
+struct DeviceInputs {
+  Device* device = nullptr;
+  std::vector<std::unique_ptr<char, std::function<void(char*)>>> buffers;
+  std::vector<TensorView> put(std::initializer_list<const Tensor*> host) {
+    std::vector<TensorView> out;
+    size_t i = 0;
+    for (const Tensor* t : host) {
+      if (buffers.size() <= i) {
+        Device* d = device;
+        buffers.emplace_back(static_cast<char*>(d->allocate(static_cast<int64_t>(t->bytes()), "an input batch")),
+                             [d](char* p) { d->release(p); });
+      }
+      device->copy(buffers[i].get(), t->data(), static_cast<int64_t>(t->bytes()), CopyKind::host_to_device);
+      out.push_back(TensorView{buffers[i].get(), t->type()});
+      ++i;
+    }
+    return out;
+  }
+};
+
+// Test-set evaluation with the eval-mode graph (BatchNorm on running statistics). On a device,
+// `dparams` holds the current parameters there.
+EvalResult evaluate(const Config& c, const DataSource& test, const DataShape& ds, ParamStore& params, Device* device = nullptr,
+                    const DeviceParams* dparams = nullptr) {
   const int64_t batch = c.data.eval_batch ? c.data.eval_batch : c.data.batch;
   BuiltModel m = build_model(c, ds, c.model_type == "graph" ? c.data.batch : batch, false);
   const Graph& g = m.builder.graph();
   Graph fg = g;
   fg.outputs = m.all_logits;
   fg.outputs.push_back(m.loss);
-  Executor ex(fg, plan_memory(fg, AllocMode::share));
-  for (const ParamSpec& s : m.builder.params()) ex.bind(s.name, params.at(s.name).view());
+  Executor ex(fg, plan_memory(fg, AllocMode::share, nullptr, {}, device), device);
+  if (dparams) dparams->bind(ex);
+  else
+    for (const ParamSpec& s : m.builder.params()) ex.bind(s.name, params.at(s.name).view());
+  DeviceInputs inputs{device, {}};
   int64_t correct = 0, scored = 0;
   double loss_sum = 0;
   int64_t batches = 0;
   const bool tm = time_major(c);
   for_each_eval_batch(test, fg.node(fg.find(m.data)).outputs[0].shape[tm ? 1 : 0], tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
-    ex.bind(m.data, x.view());
-    ex.bind(m.labels, y.view());
+    if (device) {
+      const std::vector<TensorView> v = inputs.put({&x, &y});
+      ex.bind(m.data, v[0]);
+      ex.bind(m.labels, v[1]);
+    } else {
+      ex.bind(m.data, x.view());
+      ex.bind(m.labels, y.view());
+    }
     ex.run();
     correct += count_correct(ex, m, y, count, tm, &scored);
-    if (count == x.shape()[tm ? 1 : 0]) loss_sum += ex.entry(m.loss).as<float>()[0], ++batches;
+    if (count == x.shape()[tm ? 1 : 0]) loss_sum += ex.fetch(m.loss).as<float>()[0], ++batches;
   });
   return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0, batches ? loss_sum / batches : 0.0, scored};
 }
@@ -155,8 +203,6 @@ int run_train(const TrainOptions& opt) {
   Config c = load_config(opt.config);
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.device.empty()) c.device = opt.device;
-  MNEMO_CHECK(c.device == "cpu") << "device '" << c.device
-                                 << "': this build of mnemo runs on the CPU only (the CUDA backend is not built yet); use --device cpu";
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const auto t_setup = Clock::now();
@@ -186,18 +232,30 @@ int run_train(const TrainOptions& opt) {
   }
 
   const int64_t rss0 = peak_rss_bytes();
-  MirrorResult mr = plan_pipeline(c, p, c.memory);
+  std::unique_ptr<Device> device = open_device(c.device, opt.device.empty() ? c.file + ": device" : "--device");
+  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
   const TrainingGraph& training = mr.training;
   const PlannedStep& ps = mr.planned;
-  Executor ex(training.graph, ps.plan);
-  params.bind(ex);
+  Executor ex(training.graph, ps.plan, device.get());
+  std::unique_ptr<DeviceParams> dparams;
+  const Graph& tg = training.graph;
+  if (device) {
+    dparams = std::make_unique<DeviceParams>(*device, params, &sgd, SgdOptions{c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
+    dparams->bind(ex);
+    const TensorType io[2] = {tg.node(tg.find(p.model.data)).outputs[0], tg.node(tg.find(p.model.labels)).outputs[0]};
+    device->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
+  } else {
+    params.bind(ex);
+  }
   ex.set_profiling(opt.profile);
-  std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %d threads, %lld steps (%lld per epoch)\n",
+  const std::string where = device ? device->name() : std::to_string(omp_get_max_threads()) + " CPU threads";
+  std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
               opt.config.c_str(), c.model_type.c_str(), p.model.layers, training.graph.size(),
-              static_cast<long long>(c.data.batch), omp_get_max_threads(), static_cast<long long>(total),
+              static_cast<long long>(c.data.batch), where.c_str(), static_cast<long long>(total),
               static_cast<long long>(loader.batches_per_epoch()));
   print_report(ps.report, ex.allocated_bytes(), "");
 
+  Tensor x, y;
   std::unique_ptr<std::ofstream> metrics;
   if (!c.run.metrics.empty()) {
     std::filesystem::path mp(c.run.metrics);
@@ -206,10 +264,20 @@ int run_train(const TrainOptions& opt) {
     MNEMO_CHECK(*metrics) << "cannot write metrics file '" << c.run.metrics << "'";
   }
   if (!c.checkpoint.dir.empty()) std::filesystem::create_directories(c.checkpoint.dir);
+  bool staged = false;  // on a device: the next batch is already taken from the loader and uploading
   auto checkpoint = [&](const std::string& path) {
-    state.data_position = loader.position();
+    state.data_position = loader.position() - (staged ? 1 : 0);
+    if (dparams) dparams->download(params, &sgd);
     save_checkpoint(path, params, sgd, state, opt.config);
   };
+  std::vector<TensorView> next_inputs;
+  auto stage_next = [&] {
+    loader.next(x, y);
+    const TensorView host[2] = {x.view(), y.view()};
+    next_inputs = device->stage_inputs(host);
+    staged = true;
+  };
+  int64_t device_peak = 0;  // cudaMemGetInfo-measured bytes in use, sampled after steps
 
   const bool tty = isatty(STDOUT_FILENO);
   std::shared_ptr<const DataSource> test;  // loaded at the first evaluation, then reused
@@ -217,25 +285,42 @@ int run_train(const TrainOptions& opt) {
     if (!test) test = make_source(c, Split::test);
     return *test;
   };
-  Tensor x, y;
   std::vector<TensorView> grads(training.grads.size());
   const auto t0 = Clock::now();
   double loss_ema = 0;
   const int64_t first = state.step;
+  if (device && state.step < total) stage_next();
   while (state.step < total) {
-    loader.next(x, y);
-    ex.bind(p.model.data, x.view());
-    ex.bind(p.model.labels, y.view());
     const double lr = learning_rate(c.optimizer, c.schedule, state.step, total);
-    ex.run();
-    const double loss = ex.entry(training.loss).as<float>()[0];
+    double loss = 0;
+    if (device) {
+      // Enqueue the step and its update, then take and upload the next batch while the device
+      // computes; reading the loss waits for this step only.
+      ex.bind(p.model.data, next_inputs[0]);
+      ex.bind(p.model.labels, next_inputs[1]);
+      staged = false;
+      ex.run();
+      for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
+      dparams->sgd_step(grads, lr);
+      if (state.step + 1 < total) stage_next();
+      loss = ex.fetch(training.loss).as<float>()[0];
+      if (state.step - first < 3 || (state.step + 1) % 50 == 0) device_peak = std::max(device_peak, device->memory_in_use());
+    } else {
+      loader.next(x, y);
+      ex.bind(p.model.data, x.view());
+      ex.bind(p.model.labels, y.view());
+      ex.run();
+      loss = ex.entry(training.loss).as<float>()[0];
+    }
     if (!std::isfinite(loss)) {
       if (tty) std::printf("\n");
       MNEMO_FAIL() << "the loss is " << loss << " at step " << state.step + 1 << " (lr " << lr
                    << "): training diverged; lower optimizer.lr or add warm-up. The last checkpoint is unchanged.";
     }
-    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
-    sgd.step(params, grads, lr);
+    if (!device) {
+      for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
+      sgd.step(params, grads, lr);
+    }
     ++state.step;
     loss_ema = state.step - first == 1 ? loss : 0.95 * loss_ema + 0.05 * loss;
     const double elapsed = seconds_since(t0);
@@ -260,7 +345,7 @@ int run_train(const TrainOptions& opt) {
     if (!c.checkpoint.dir.empty() && c.checkpoint.every && state.step % c.checkpoint.every == 0)
       checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
     if (c.run.eval_every && state.step % c.run.eval_every == 0 && state.step < total && c.data.eval) {
-      EvalResult er = evaluate(c, test_source(), ds, params);
+      EvalResult er = evaluate(c, test_source(), ds, params, device.get(), dparams.get());
       if (tty) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state.step), 100 * er.accuracy,
                   static_cast<long long>(er.examples));
@@ -288,18 +373,22 @@ int run_train(const TrainOptions& opt) {
   if (!opt.checkpoint.empty()) checkpoint(opt.checkpoint);
   std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
               train_s / 60, (state.step - first) ? train_s / (state.step - first) : 0.0,
-              ex.entry(training.loss).as<float>()[0], loss_ema);
+              ex.fetch(training.loss).as<float>()[0], loss_ema);
   if (opt.eval && c.data.eval) {
     const auto te = Clock::now();
-    EvalResult er = evaluate(c, test_source(), ds, params);
+    EvalResult er = evaluate(c, test_source(), ds, params, device.get(), dparams.get());
     std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
                 static_cast<long long>(er.examples), er.loss, seconds_since(te));
     if (metrics) *metrics << nlohmann::json{{"step", state.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
   }
   print_report(ps.report, ex.allocated_bytes(), "");
-  std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during training (setup took %.1f s)\n",
-              format_bytes(ex.allocated_bytes()).c_str(), format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0)).c_str(),
-              seconds_since(t_setup) - train_s);
+  if (device) {
+    print_device_memory(*device, ps.report, dparams->bytes(), std::max(device_peak, device->memory_in_use()));
+  } else {
+    std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during training (setup took %.1f s)\n",
+                format_bytes(ex.allocated_bytes()).c_str(), format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0)).c_str(),
+                seconds_since(t_setup) - train_s);
+  }
   return 0;
 }
 
@@ -333,17 +422,35 @@ int run_grad(const GradOptions& opt) {
   }
   MNEMO_CHECK(w.tensors.size() == params.specs().size()) << "weights file " << opt.weights << " holds " << w.tensors.size()
                                                          << " tensors, the model has " << params.specs().size() << " parameters";
-  MirrorResult mr = plan_pipeline(c, p, c.memory);
-  Executor ex(mr.training.graph, mr.planned.plan);
-  params.bind(ex);
-  ex.bind(p.model.data, x.view());
-  ex.bind(p.model.labels, y.view());
+  if (!opt.memory.empty()) c.memory = opt.memory;
+  std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
+  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
+  Executor ex(mr.training.graph, mr.planned.plan, device.get());
+  std::unique_ptr<DeviceParams> dparams;
+  DeviceInputs inputs{device.get(), {}};
+  if (device) {
+    dparams = std::make_unique<DeviceParams>(*device, params, nullptr);
+    dparams->bind(ex);
+    const std::vector<TensorView> v = inputs.put({&x, &y});
+    ex.bind(p.model.data, v[0]);
+    ex.bind(p.model.labels, v[1]);
+  } else {
+    params.bind(ex);
+    ex.bind(p.model.data, x.view());
+    ex.bind(p.model.labels, y.view());
+  }
   ex.run();
-  std::vector<std::pair<std::string, TensorView>> out{{"loss", ex.entry(mr.training.loss)}};
-  for (const ParamGrad& g : mr.training.grads) out.push_back({"grad/" + fwd.node(g.param).name, ex.entry(g.grad)});
+  // Host copies of the loss and every gradient (from the device, when there is one).
+  std::vector<Tensor> host;
+  host.push_back(ex.fetch(mr.training.loss));
+  std::vector<std::pair<std::string, TensorView>> out{{"loss", host.back().view()}};
+  for (const ParamGrad& g : mr.training.grads) {
+    host.push_back(ex.fetch(g.grad));
+    out.push_back({"grad/" + fwd.node(g.param).name, host.back().view()});
+  }
   write_safetensors(opt.out, out, {{"format", "mnemo-grad-1"}, {"config", opt.config}});
-  std::printf("loss %.6f; wrote the loss and %zu gradients to %s\n", ex.entry(mr.training.loss).as<float>()[0], out.size() - 1,
-              opt.out.c_str());
+  std::printf("loss %.6f; wrote the loss and %zu gradients to %s%s%s\n", host[0].as<float>()[0], out.size() - 1, opt.out.c_str(),
+              device ? " (computed on " : "", device ? (device->name() + ")").c_str() : "");
   return 0;
 }
 
@@ -360,25 +467,46 @@ int run_bench(const BenchOptions& opt) {
   Pipeline p = build_pipeline(c, ds, c.data.batch);
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
-  MirrorResult mr = plan_pipeline(c, p, c.memory);
+  std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
+  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
   const PlannedStep& ps = mr.planned;
-  Executor ex(mr.training.graph, ps.plan);
-  params.bind(ex);
+  Executor ex(mr.training.graph, ps.plan, device.get());
+  std::unique_ptr<DeviceParams> dparams;
+  if (device) {
+    dparams = std::make_unique<DeviceParams>(*device, params, &sgd, SgdOptions{1e-3, c.optimizer.momentum, c.optimizer.weight_decay});
+    dparams->bind(ex);
+  } else {
+    params.bind(ex);
+  }
   const Graph& g = mr.training.graph;
   Tensor x(g.node(g.find(p.model.data)).outputs[0]), y(g.node(g.find(p.model.labels)).outputs[0]);
   // Inputs drawn once: the step time does not depend on their values.
   uint64_t s = 12345;
   for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = static_cast<float>((splitmix64(s) >> 40) * 0x1.0p-24 * 2.0 - 1.0);
   for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>(splitmix64(s) % static_cast<uint64_t>(ds.classes));
-  ex.bind(p.model.data, x.view());
-  ex.bind(p.model.labels, y.view());
+  DeviceInputs inputs{device.get(), {}};
+  if (device) {
+    const std::vector<TensorView> v = inputs.put({&x, &y});
+    ex.bind(p.model.data, v[0]);
+    ex.bind(p.model.labels, v[1]);
+  } else {
+    ex.bind(p.model.data, x.view());
+    ex.bind(p.model.labels, y.view());
+  }
   std::vector<TensorView> grads(mr.training.grads.size());
   std::vector<double> times;
+  int64_t device_peak = 0;
   for (int i = 0; i < opt.warmup + opt.steps; ++i) {
     const auto t0 = Clock::now();
     ex.run();
     for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(mr.training.grads[k].grad);
-    sgd.step(params, grads, 1e-3);
+    if (device) {
+      dparams->sgd_step(grads, 1e-3);
+      device->synchronize();  // the step's time is the device's
+      device_peak = std::max(device_peak, device->memory_in_use());
+    } else {
+      sgd.step(params, grads, 1e-3);
+    }
     if (i >= opt.warmup) times.push_back(seconds_since(t0));
   }
   std::sort(times.begin(), times.end());
@@ -389,17 +517,26 @@ int run_bench(const BenchOptions& opt) {
     j["config"] = opt.config;
     j["batch"] = c.data.batch;
     j["threads"] = omp_get_max_threads();
+    j["device"] = device ? device->name() : "cpu";
+    if (device) {
+      j["device_allocated_bytes"] = device->allocated_bytes();
+      j["device_peak_in_use_bytes"] = device_peak;
+      j["device_in_use_at_open_bytes"] = device->memory_at_open();
+      j["device_measured_bytes"] = device_peak - device->memory_at_open();
+    }
     j["step_seconds_median"] = median;
     j["step_seconds_min"] = times.front();
     j["step_seconds_max"] = times.back();
     j["steps"] = opt.steps;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s: %s batch %lld, %d threads, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
+    const std::string where = device ? device->name() : std::to_string(omp_get_max_threads()) + " threads";
+    std::printf("%s: %s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
                 "feature maps %s, total %s\n",
-                opt.config.c_str(), c.model_type.c_str(), static_cast<long long>(c.data.batch), omp_get_max_threads(), r.mode.c_str(),
+                opt.config.c_str(), c.model_type.c_str(), static_cast<long long>(c.data.batch), where.c_str(), r.mode.c_str(),
                 median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
+    if (device) print_device_memory(*device, r, dparams->bytes(), device_peak);
   }
   return 0;
 }

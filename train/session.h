@@ -30,6 +30,8 @@ int run_train(const TrainOptions& opt);  // returns a process exit code; throws 
 
 struct GradOptions {
   std::string config, weights, batch, out;
+  std::string memory;  // "" = the config's
+  std::string device;  // "" = the config's
 };
 int run_grad(const GradOptions& opt);
 
@@ -43,6 +45,7 @@ struct BenchOptions {
   int steps = 10, warmup = 2;
   int64_t batch = 0;    // 0 = the config's
   bool json = false;
+  std::string device;   // "" = the config's
 };
 // Times training steps (forward, backward, SGD update) on synthetic batches of the config's
 // shapes; prints the median step time and the memory report.

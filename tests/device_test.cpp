@@ -1,0 +1,196 @@
+// The device code path without a GPU: the host device (core/host_device.h) runs the path a GPU
+// run takes (device arena, device-resident parameters and SGD, double-buffered staged inputs,
+// fetch, checkpoint download with a batch already staged) with the CPU kernels, so its results
+// must be bitwise those of the CPU path. Plus device selection errors, device workspace in plans,
+// and (in CUDA builds) that every compute op has a CUDA kernel.
+#include "core/host_device.h"
+#include "memory/planner.h"
+#include "train/inspect.h"
+#include "test_util.h"
+#include "train/device_state.h"
+#include "train/safetensors.h"
+#include "train/session.h"
+#ifdef MNEMO_HAVE_CUDA
+#include "cuda/context.h"
+#include "cuda/device.h"
+#endif
+
+namespace mnemo::test {
+namespace {
+
+// A tiny ResNet: BN running statistics (state updates on the device), momentum, weight decay,
+// a schedule, an epoch boundary at 10 batches.
+std::string tiny_resnet(const TempDir& d, const std::string& memory) {
+  return d.file("c.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                          "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 40, eval_size: 8}\n"
+                          "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n"
+                          "schedule: {type: step, milestones: [9], gamma: 0.5}\n"
+                          "train: {steps: 13, seed: 3, threads: 1}\nmemory: " + memory + "\n");
+}
+
+TensorFile train_to(const std::string& cfg, const std::string& device, int64_t steps, const std::string& out,
+                    const std::string& resume = "") {
+  TrainOptions o;
+  o.config = cfg;
+  o.device = device;
+  o.steps = steps;
+  o.checkpoint = out;
+  o.resume = resume;
+  o.eval = false;
+  EXPECT_EQ(run_train(o), 0);
+  return read_safetensors(out);
+}
+
+void expect_bitwise(const TensorFile& a, const TensorFile& b, const std::string& what) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
+  for (const auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.tensors.count(name)) << what << ": " << name;
+    EXPECT_TRUE(bitwise_equal(t, b.tensors.at(name))) << what << ": " << name << " differs";
+  }
+}
+
+TEST(Device, HostDeviceTrainingEqualsCpuBitwise) {
+  for (const char* mode : {"share", "sublinear"}) {
+    TempDir d;
+    const std::string cfg = tiny_resnet(d, mode);
+    TensorFile cpu = train_to(cfg, "cpu", 13, d.file("cpu.safetensors"));
+    TensorFile host = train_to(cfg, "host", 13, d.file("host.safetensors"));
+    expect_bitwise(cpu, host, mode);
+    EXPECT_EQ(host.metadata.at("data_position"), "13");
+  }
+}
+
+// The device loop takes the next batch from the loader before the step ends; a checkpoint must
+// still record the batches trained on, so a resumed run continues exactly.
+TEST(Device, HostDeviceResumeEqualsStraightRun) {
+  TempDir d;
+  const std::string cfg = tiny_resnet(d, "share");
+  TensorFile straight = train_to(cfg, "host", 13, d.file("straight.safetensors"));
+  TensorFile six = train_to(cfg, "host", 6, d.file("six.safetensors"));
+  EXPECT_EQ(six.metadata.at("data_position"), "6");
+  TensorFile resumed = train_to(cfg, "host", 13, d.file("resumed.safetensors"), d.file("six.safetensors"));
+  expect_bitwise(straight, resumed, "resume");
+}
+
+TEST(Device, GradOnHostDeviceEqualsCpu) {
+  TempDir d;
+  const std::string cfg = d.file("r8.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                            "data: {source: synthetic, shape: [3, 8, 8], classes: 5, batch: 4}\n"
+                                            "train: {steps: 1, threads: 1}\nmemory: share\n");
+  GradOptions g;
+  g.config = cfg;
+  g.weights = MNEMO_FIXTURE_DIR "/resnet_init.safetensors";
+  g.batch = MNEMO_FIXTURE_DIR "/resnet_batch.safetensors";
+  g.out = d.file("cpu.safetensors");
+  ASSERT_EQ(run_grad(g), 0);
+  GradOptions h = g;
+  h.device = "host";
+  h.memory = "recursive";
+  h.out = d.file("host.safetensors");
+  ASSERT_EQ(run_grad(h), 0);
+  expect_bitwise(read_safetensors(g.out), read_safetensors(h.out), "grad");
+}
+
+// A device whose workspace differs from the CPU's: the plan must reserve the device's bytes.
+class WideWorkspace final : public Device {
+ public:
+  std::string name() const override { return "wide"; }
+  size_t workspace_bytes(const Graph& g, int id) const override {
+    return g.node(id).op->kind == OpKind::compute ? 1000 + node_workspace_bytes(g, id) : 0;
+  }
+  Kernel kernel(const Graph& g, int id) const override { return host_->kernel(g, id); }
+  Kernel kernel(const std::string& op) const override { return host_->kernel(op); }
+  void* kernel_context() override { return nullptr; }
+  void* allocate(int64_t b, const std::string& w) override { return host_->allocate(b, w); }
+  void release(void* p) noexcept override { host_->release(p); }
+  void copy(void* d, const void* s, int64_t b, CopyKind k) override { host_->copy(d, s, b, k); }
+  void zero(void* d, int64_t b) override { host_->zero(d, b); }
+  void synchronize() override {}
+  void reserve_inputs(std::span<const TensorType> t, int s) override { host_->reserve_inputs(t, s); }
+  std::vector<TensorView> stage_inputs(std::span<const TensorView> h) override { return host_->stage_inputs(h); }
+  int64_t memory_in_use() const override { return host_->memory_in_use(); }
+  int64_t memory_at_open() const override { return 0; }
+  int64_t allocated_bytes() const override { return host_->allocated_bytes(); }
+
+ private:
+  std::unique_ptr<Device> host_ = make_host_device();
+};
+
+TEST(Device, PlansReserveTheDevicesWorkspaceAndTheExecutorAllocatesThePlan) {
+  const Graph g = small_model_graph("cnn", 0);
+  WideWorkspace wide;
+  PlanStats cpu, dev;
+  const MemoryPlan cpu_plan = plan_memory(g, AllocMode::share, &cpu);
+  const MemoryPlan plan = plan_memory(g, AllocMode::share, &dev, {}, &wide);
+  EXPECT_GE(dev.workspace_bytes, cpu.workspace_bytes + 1000);
+  int compute = 0;
+  for (size_t v = 0; v < g.size(); ++v) {
+    if (g.node(static_cast<int>(v)).op->kind != OpKind::compute) continue;
+    ++compute;
+    EXPECT_EQ(plan.workspace[v].bytes, static_cast<int64_t>(wide.workspace_bytes(g, static_cast<int>(v))));
+  }
+  EXPECT_GT(compute, 3);
+  EXPECT_NO_THROW(validate_plan(g, plan, &wide));
+  EXPECT_THROW(validate_plan(g, cpu_plan, &wide), Error) << "a CPU plan reserves too little workspace for this device";
+  const int64_t before = wide.allocated_bytes();
+  {
+    Executor ex(g, plan, &wide);
+    EXPECT_EQ(wide.allocated_bytes() - before, align_up(plan.arena_bytes)) << "one arena of the planned size";
+  }
+  EXPECT_EQ(wide.allocated_bytes(), before) << "the arena is returned to the device";
+}
+
+TEST(Device, StagedInputsAreCopiesInAlternatingSlots) {
+  std::unique_ptr<Device> d = make_host_device();
+  const TensorType types[2] = {{DType::f32, {2, 3}}, {DType::i32, {2}}};
+  d->reserve_inputs(types, 2);
+  Tensor x(types[0]), y(types[1]);
+  fill_distinct(x, 1);
+  fill_ints(y, 2, 5);
+  const TensorView host[2] = {x.view(), y.view()};
+  const std::vector<TensorView> a = d->stage_inputs(host);
+  const std::vector<TensorView> b = d->stage_inputs(host);
+  const std::vector<TensorView> c = d->stage_inputs(host);
+  EXPECT_NE(a[0].data, x.data());
+  EXPECT_NE(a[0].data, b[0].data);
+  EXPECT_EQ(a[0].data, c[0].data);
+  EXPECT_TRUE(bitwise_equal(clone(b[0]), x));
+  EXPECT_TRUE(bitwise_equal(clone(b[1]), y));
+  const TensorView wrong[2] = {y.view(), x.view()};
+  EXPECT_NE(error_of([&] { d->stage_inputs(wrong); }).find("reserved"), std::string::npos);
+}
+
+TEST(Device, SelectionErrorsAreClear) {
+  EXPECT_EQ(open_device("cpu"), nullptr);
+  EXPECT_NE(open_device("host"), nullptr);
+  EXPECT_NE(error_of([] { open_device("tpu"); }).find("'tpu' is not a device (expected cpu, cuda, cuda:N or host)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { open_device("cuda:x"); }).find("is not a device"), std::string::npos);
+#ifdef MNEMO_HAVE_CUDA
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    const std::string e = error_of([] { open_device("cuda"); });
+    EXPECT_NE(e.find("no CUDA device is usable on this machine"), std::string::npos) << e;
+    EXPECT_NE(e.find(why), std::string::npos) << "the runtime's reason is in the message: " << e;
+  } else {
+    EXPECT_NE(error_of([] { open_device("cuda:99"); }).find("numbered 0.."), std::string::npos);
+  }
+#else
+  EXPECT_NE(error_of([] { open_device("cuda"); }).find("has no CUDA backend"), std::string::npos);
+#endif
+}
+
+#ifdef MNEMO_HAVE_CUDA
+// Building the table touches no device, so this runs everywhere: no compute op is left without
+// a CUDA kernel, and the optimiser update has one.
+TEST(Device, EveryComputeOpHasACudaKernel) {
+  for (const OpDef* d : op_registry().all())
+    if (d->kind == OpKind::compute) {
+      EXPECT_NE(cuda::kernel_table().find(d->name), nullptr) << d->name << " has no CUDA kernel";
+    }
+  EXPECT_NE(cuda::kernel_table().find("sgd_update"), nullptr);
+}
+#endif
+
+}  // namespace
+}  // namespace mnemo::test
