@@ -1,30 +1,66 @@
 #!/usr/bin/env python3
-"""PyTorch counterparts of `mnemo bench` (CPU, float32), for tools/compare_pytorch.sh.
+"""PyTorch counterparts of `mnemo bench` (float32, CPU or one CUDA GPU), for tools/compare_pytorch.sh.
 
-Models, built to do the same work as mnemo's builders:
-  resnet56  models/resnet.cpp, style cifar, depth 56 (configs/resnet56-cifar.yaml): conv3x3-BN-ReLU stem with
-            16 channels, 3 stages x 9 basic blocks of 16/32/64 channels (stride 2 in the first block of stages 2
-            and 3), projection shortcut 1x1 conv + BN where the shape changes, global average pool, fc 64 -> 10,
-            convolutions without bias; batch 64 of 3x32x32, 10 classes; SGD momentum 0.9, weight decay 1e-4.
-  lstm      models/lstm.cpp with per_step (configs/bench-lstm-2x512.yaml): 2 layers of nn.LSTMCell with 512 hidden,
-            unrolled over 64 steps of time-major data [T, N, D] = [64, 32, 50], gates in the order i, f, g, o, a
-            Linear(512 -> 5000) classifier applied at every step, loss = mean over steps of the batch-mean cross
-            entropy; SGD momentum 0.9.
-            As in mnemo, step t = 0 starts from h = c = 0 without an h term: it applies the cell's own weights
-            (W_ih, b_ih + b_hh) and skips the W_hh product that nn.LSTMCell would spend on a zero state; steps
-            t >= 1 call nn.LSTMCell. nn.LSTMCell keeps two bias vectors (b_ih, b_hh) where mnemo has one, so this
-            model has 4H = 2048 more parameters per layer; the extra bias is folded into the addmm calls.
+Models, built to do the same work as mnemo's builders (plain torch.nn, no torchvision):
+  resnet56    models/resnet.cpp, style cifar, depth 56 (configs/resnet56-cifar.yaml): conv3x3-BN-ReLU stem with
+              16 channels, 3 stages x 9 basic blocks of 16/32/64 channels (stride 2 in the first block of stages 2
+              and 3), projection shortcut 1x1 conv + BN where the shape changes, global average pool, fc 64 -> 10,
+              convolutions without bias; batch 64 of 3x32x32, 10 classes; SGD momentum 0.9, weight decay 1e-4.
+  resnet50    models/resnet.cpp, style imagenet, bottleneck blocks [3, 4, 6, 3] (configs/resnet50-imagenet.yaml):
+              stem conv7x7/2 (64, padding 3)-BN-ReLU, max pool 3x3/2 padding 1 (floor); 4 stages of bottleneck
+              blocks with 64/128/256/512 mid channels and 4x expansion (256/512/1024/2048 out): conv1x1-BN-ReLU,
+              conv3x3-BN-ReLU carrying the stride (2 in the first block of stages 2-4, as torchvision's v1.5),
+              conv1x1-BN, plus the shortcut, then ReLU; the shortcut is the identity, else (stride != 1 or the
+              channel count changes, so also block 0 of stage 1: 64 -> 256) a 1x1 conv (stride as the block) + BN;
+              global average pool, fc 2048 -> 1000 with bias; convolutions without bias; BatchNorm eps 1e-5,
+              momentum 0.1 (PyTorch's defaults, the same in mnemo: batch statistics with the biased variance in
+              training, running variance updated with the unbiased one); batch 64 of 3x224x224, 1000 classes; SGD
+              momentum 0.9, weight decay 1e-4. The layout is torchvision's resnet50 (25,557,032 parameters).
+              Differences from mnemo, none of which changes the work: initialisation (PyTorch's defaults here;
+              mnemo draws convolutions He-normal) and mnemo counting BN's running mean/var as (non-trainable)
+              parameters where PyTorch keeps them as buffers ("params" counts trainable parameters only).
+  lstm        models/lstm.cpp with per_step (configs/bench-lstm-2x512.yaml): 2 layers of nn.LSTMCell with 512 hidden,
+              unrolled over 64 steps of time-major data [T, N, D] = [64, 32, 50], gates in the order i, f, g, o, a
+              Linear(512 -> 5000) classifier applied at every step, loss = mean over steps of the batch-mean cross
+              entropy; SGD momentum 0.9.
+              As in mnemo, step t = 0 starts from h = c = 0 without an h term: it applies the cell's own weights
+              (W_ih, b_ih + b_hh) and skips the W_hh product that nn.LSTMCell would spend on a zero state; steps
+              t >= 1 call nn.LSTMCell. nn.LSTMCell keeps two bias vectors (b_ih, b_hh) where mnemo has one, so this
+              model has 4H = 2048 more parameters per layer; the extra bias is folded into the addmm calls.
+              The unrolling order differs but not the work: here layer by layer (all steps of layer 0, then
+              layer 1), mnemo step by step (all layers of step t, then step t + 1).
+  lstm-paper  the same code with the paper's sizes (configs/lstm-paper.yaml): 4 layers x 1024 hidden, 64 steps,
+              batch 64, 50-dim inputs, per-step classifier over 5000 classes (4 x 4096 extra bias parameters).
 
 A step is timed as zero_grad + forward + backward + optimizer.step on one fixed synthetic batch (mnemo times
 executor run + SGD update; its static graph has nothing to zero). The median is sorted_times[n // 2], as in
 mnemo's run_bench. Every model runs in a fresh child process so that its peak RSS (getrusage ru_maxrss) is its
 own: peak_rss_growth_bytes = ru_maxrss after the timed steps - ru_maxrss before the model is built.
 
+--device cuda: model and data on the GPU (the data made on the CPU from the same seed, then copied), float32 with
+strict float32 maths like mnemo (cudnn.allow_tf32 = cuda.matmul.allow_tf32 = False, cudnn.deterministic = True,
+cudnn.benchmark = False); --tf32 allows TF32 in matmuls and convolutions instead (deterministic and benchmark as
+before). Each step is timed between two torch.cuda.synchronize() calls. Extra JSON fields on cuda:
+  device, gpu, cuda, cudnn, tf32         "cuda", the GPU's name, torch.version.cuda, cudnn version, --tf32 given
+  examples_per_second                    batch / step_seconds_median (sequences/s for the LSTMs)
+  param_bytes                            4 x the trainable parameter count
+  model_bytes                            torch.cuda.memory_allocated() once model, optimizer and the synthetic batch
+                                         are on the GPU (parameters + BN buffers + data; PyTorch's SGD makes its
+                                         momentum buffers at the first step, so they are not in it)
+  momentum_bytes                         bytes of the SGD momentum buffers after the run
+  peak_allocated_bytes                   torch.cuda.max_memory_allocated() over the whole run, model creation included
+  step_peak_allocated_bytes              max_memory_allocated() since the reset right before the first step (the
+                                         model, optimizer and data stay allocated, so they are in it)
+  peak_reserved_bytes                    torch.cuda.max_memory_reserved() over the whole run (caching allocator)
+Compare with `mnemo bench CONFIG --device cuda --json` (device_peak_in_use_bytes, device_measured_bytes).
+
 Prints one JSON line per model. Usage:
-  /work/venv-torch/bin/python tools/bench_pytorch.py [--model resnet56|lstm|all] [--threads T] [--steps N] [--warmup K]
+  python tools/bench_pytorch.py [--model NAME[,NAME...]|all] [--device cpu|cuda] [--tf32] [--threads T]
+                                [--steps N] [--warmup K] [--batch B] [--seed S]
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -32,20 +68,31 @@ import subprocess
 import sys
 import time
 
-MODELS = ("resnet56", "lstm")
+MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper")
+DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64}
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="PyTorch CPU step times of mnemo's benchmark models (one JSON line per model)")
-    p.add_argument("--model", choices=MODELS + ("all",), default="all", help="model to time (default: all, each in its own process)")
+    p = argparse.ArgumentParser(description="PyTorch step times of mnemo's benchmark models (one JSON line per model)")
+    p.add_argument("--model", default="all",
+                   help="model(s) to time, comma-separated, each in its own process: %s, or all (default)" % ", ".join(MODELS))
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to run (default: %(default)s)")
+    p.add_argument("--tf32", action="store_true", help="cuda only: allow TF32 in matmuls and convolutions (default: strict float32)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads (default: os.cpu_count() = %(default)s)")
     p.add_argument("--steps", type=int, default=10, help="timed steps (default: %(default)s, as mnemo bench)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s, as mnemo bench)")
-    p.add_argument("--batch", type=int, default=0, help="batch size (default: the model's, resnet56 64, lstm 32)")
+    p.add_argument("--batch", type=int, default=0,
+                   help="batch size (default: the model's: %s)" % ", ".join("%s %d" % kv for kv in DEFAULT_BATCH.items()))
     p.add_argument("--seed", type=int, default=1, help="torch.manual_seed (default: %(default)s)")
     a = p.parse_args(argv)
     if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 0:
         p.error("--threads and --steps must be >= 1, --warmup and --batch >= 0")
+    a.models = list(MODELS) if a.model == "all" else a.model.split(",")
+    bad = [m for m in a.models if m not in MODELS]
+    if bad or not a.models:
+        p.error("--model: unknown model %s (choose from %s, or all)" % (", ".join(map(repr, bad)), ", ".join(MODELS)))
+    if a.tf32 and a.device != "cuda":
+        p.error("--tf32 needs --device cuda")
     return a
 
 
@@ -53,34 +100,60 @@ def max_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
-def build_resnet56(torch, batch):
+def build_resnet(torch, batch, device, style, blocks, block, shape, classes):
+    """models/resnet.cpp's build_resnet: conv-BN-ReLU ordering, projection shortcuts, global average pool, fc."""
     nn = torch.nn
 
     def conv_bn(cin, cout, k, stride):
         return [nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False), nn.BatchNorm2d(cout)]
 
+    def shortcut(cin, cout, stride):
+        return nn.Sequential(*conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout else nn.Identity()
+
     class Basic(nn.Module):
-        def __init__(self, cin, cout, stride):
+        expansion = 1
+
+        def __init__(self, cin, w, stride):
             super().__init__()
-            self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3, 1))
-            self.shortcut = nn.Sequential(*conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout else nn.Identity()
+            self.body = nn.Sequential(*conv_bn(cin, w, 3, stride), nn.ReLU(inplace=True), *conv_bn(w, w, 3, 1))
+            self.shortcut = shortcut(cin, w, stride)
             self.relu = nn.ReLU(inplace=True)
 
         def forward(self, x):
             return self.relu(self.body(x) + self.shortcut(x))
 
-    n = (56 - 2) // 6
-    layers = [*conv_bn(3, 16, 3, 1), nn.ReLU(inplace=True)]
-    cin = 16
-    for s in range(3):
-        w = 16 << s
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, cin, mid, stride):  # the stride sits on the 3x3 conv
+            super().__init__()
+            out = 4 * mid
+            self.body = nn.Sequential(*conv_bn(cin, mid, 1, 1), nn.ReLU(inplace=True),
+                                      *conv_bn(mid, mid, 3, stride), nn.ReLU(inplace=True),
+                                      *conv_bn(mid, out, 1, 1))
+            self.shortcut = shortcut(cin, out, stride)
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            return self.relu(self.body(x) + self.shortcut(x))
+
+    Block = Basic if block == "basic" else Bottleneck
+    if style == "cifar":
+        width = 16
+        layers = [*conv_bn(shape[0], width, 3, 1), nn.ReLU(inplace=True)]
+    else:
+        width = 64
+        layers = [*conv_bn(shape[0], width, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1)]
+    cin = width
+    for s, n in enumerate(blocks):
+        w = width << s
         for k in range(n):
-            layers.append(Basic(cin, w, 2 if s > 0 and k == 0 else 1))
-            cin = w
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
-    model = nn.Sequential(*layers)
-    x = torch.rand(batch, 3, 32, 32) * 2 - 1
-    y = torch.randint(0, 10, (batch,))
+            layers.append(Block(cin, w, 2 if s > 0 and k == 0 else 1))
+            cin = w * Block.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    model = nn.Sequential(*layers).to(device)
+    x = (torch.rand(batch, *shape) * 2 - 1).to(device)
+    y = torch.randint(0, classes, (batch,)).to(device)
     loss_fn = nn.CrossEntropyLoss()
 
     def step_loss():
@@ -89,7 +162,7 @@ def build_resnet56(torch, batch):
     return model, step_loss, 1e-4
 
 
-def build_lstm(torch, batch, steps=64, input_dim=50, hidden=512, layers=2, classes=5000):
+def build_lstm(torch, batch, device, steps=64, input_dim=50, hidden=512, layers=2, classes=5000):
     nn = torch.nn
     F = torch.nn.functional
 
@@ -114,45 +187,74 @@ def build_lstm(torch, batch, steps=64, input_dim=50, hidden=512, layers=2, class
             losses = [F.cross_entropy(self.classifier(seq[t]), y[t]) for t in range(len(seq))]
             return torch.stack(losses).mean()
 
-    model = Net()
-    x = torch.rand(steps, batch, input_dim) * 2 - 1
-    y = torch.randint(0, classes, (steps, batch))
+    model = Net().to(device)
+    x = (torch.rand(steps, batch, input_dim) * 2 - 1).to(device)
+    y = torch.randint(0, classes, (steps, batch)).to(device)
     return model, lambda: model(x, y), 0.0
 
 
-def run_one(a):
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU only, and no CUDA initialisation
+BUILDERS = {
+    "resnet56": functools.partial(build_resnet, style="cifar", blocks=(9, 9, 9), block="basic", shape=(3, 32, 32), classes=10),
+    "resnet50": functools.partial(build_resnet, style="imagenet", blocks=(3, 4, 6, 3), block="bottleneck",
+                                  shape=(3, 224, 224), classes=1000),
+    "lstm": build_lstm,
+    "lstm-paper": functools.partial(build_lstm, steps=64, input_dim=50, hidden=1024, layers=4, classes=5000),
+}
+
+
+def run_one(a, name):
+    cuda = a.device == "cuda"
+    if not cuda:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU only, and no CUDA initialisation
     import torch
 
+    if cuda:
+        if not torch.cuda.is_available():
+            raise SystemExit("bench_pytorch: --device cuda but torch.cuda.is_available() is False (torch %s)" % torch.__version__)
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    device = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rss0 = max_rss_bytes()
-    batch = a.batch or {"resnet56": 64, "lstm": 32}[a.model]
-    build = build_resnet56 if a.model == "resnet56" else build_lstm
-    model, step_loss, weight_decay = build(torch, batch)
+    batch = a.batch or DEFAULT_BATCH[name]
+    model, step_loss, weight_decay = BUILDERS[name](torch, batch, device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=weight_decay)
+    if cuda:
+        torch.cuda.synchronize()
+        model_bytes = torch.cuda.memory_allocated()
+        build_peak_allocated = torch.cuda.max_memory_allocated()
+        build_peak_reserved = torch.cuda.max_memory_reserved()
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for i in range(a.warmup + a.steps):
+        if cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = step_loss()
         loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if not torch.isfinite(loss).item():
-            raise SystemExit("bench_pytorch: %s: loss is not finite at step %d" % (a.model, i))
+            raise SystemExit("bench_pytorch: %s: loss is not finite at step %d" % (name, i))
         if i >= a.warmup:
             times.append(dt)
     times.sort()
     rss1 = max_rss_bytes()
-    print(json.dumps({
+    params = sum(p.numel() for p in model.parameters())
+    out = {
         "framework": "pytorch",
-        "model": a.model,
+        "model": name,
         "batch": batch,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "params": sum(p.numel() for p in model.parameters()),
+        "params": params,
         "step_seconds_median": times[len(times) // 2],
         "step_seconds_min": times[0],
         "step_seconds_max": times[-1],
@@ -160,18 +262,38 @@ def run_one(a):
         "warmup": a.warmup,
         "peak_rss_bytes": rss1,
         "peak_rss_growth_bytes": rss1 - rss0,
-    }), flush=True)
+    }
+    if cuda:
+        step_peak_allocated = torch.cuda.max_memory_allocated()
+        out.update({
+            "device": "cuda",
+            "gpu": torch.cuda.get_device_name(),
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "tf32": a.tf32,
+            "examples_per_second": batch / out["step_seconds_median"],
+            "param_bytes": 4 * params,
+            "model_bytes": model_bytes,
+            "momentum_bytes": sum(s["momentum_buffer"].numel() * s["momentum_buffer"].element_size()
+                                  for s in opt.state.values() if s.get("momentum_buffer") is not None),
+            "peak_allocated_bytes": max(build_peak_allocated, step_peak_allocated),
+            "step_peak_allocated_bytes": step_peak_allocated,
+            "peak_reserved_bytes": max(build_peak_reserved, torch.cuda.max_memory_reserved()),
+        })
+    print(json.dumps(out), flush=True)
 
 
 def main(argv):
     a = parse_args(argv)
-    if a.model != "all":
-        run_one(a)
+    if len(a.models) == 1:
+        run_one(a, a.models[0])
         return 0
     rc = 0
-    for m in MODELS:
-        child = [sys.executable, os.path.abspath(__file__), "--model", m, "--threads", str(a.threads), "--steps", str(a.steps),
-                 "--warmup", str(a.warmup), "--batch", str(a.batch), "--seed", str(a.seed)]
+    for m in a.models:
+        child = [sys.executable, os.path.abspath(__file__), "--model", m, "--device", a.device, "--threads", str(a.threads),
+                 "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch), "--seed", str(a.seed)]
+        if a.tf32:
+            child.append("--tf32")
         r = subprocess.run(child)
         if r.returncode != 0:
             print("bench_pytorch: model %s failed (exit %d)" % (m, r.returncode), file=sys.stderr)
