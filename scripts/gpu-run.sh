@@ -30,7 +30,7 @@ run() {  # run NAME SECONDS COMMAND...: output to $out/NAME.log, status to the s
   printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -1 "$out/$name.log" | cut -c1-150)" | tee -a "$out/summary.txt"
 }
 
-run gpu-tests 300 $dist/bin/mnemo_gpu_tests --gtest_output=json:"$out/gpu-tests.json"
+run gpu-tests 300 $dist/bin/mnemo_gpu_tests --gtest_brief=1 --gtest_output=json:"$out/gpu-tests.json"
 run cli-mlp 60 $mnemo train configs/mlp-graph.yaml --device cuda --steps 50 --memory sublinear
 run plan-resnet50 120 $mnemo plan configs/resnet50-imagenet.yaml --device cuda --json
 [ "${1:-}" = quick ] && exit 0

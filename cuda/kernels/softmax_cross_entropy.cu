@@ -1,7 +1,9 @@
-// Softmax cross-entropy kernels (see softmax_cross_entropy.h). One thread per row runs the CPU op's
-// serial row loops (softmax_cross_entropy_math.h); the mean over rows is one thread's serial loop in
-// row order (fixed order, no atomics). The gradient is a row pass (max, sum into the workspace) and
-// then one thread per element.
+// Softmax cross-entropy kernels (see softmax_cross_entropy.h). Row statistics (max m, sum of
+// exp(z - m)) by one block per row: coalesced strided partials, then a fixed-shape shared-memory
+// tree (deterministic; the sum's order differs from the CPU's serial loop, so results agree to
+// rounding). The loss of a row is sce::row_loss_from (softmax_cross_entropy_math.h); the mean over
+// rows is one thread's serial loop in row order. The gradient is the row pass into the workspace
+// and then one thread per element.
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/softmax_cross_entropy.h"
 #include "cuda/kernels/softmax_cross_entropy_math.h"
@@ -9,22 +11,45 @@
 namespace mnemo::cuda {
 namespace {
 
-__global__ void row_loss_kernel(const float* z, const int32_t* labels, float* row_losses, int64_t rows,
-                                int64_t cols) {
-  MNEMO_GRID_LOOP(n, rows) row_losses[n] = sce::row_loss(z + n * cols, cols, labels[n]);
+// stats[2n] = max of row n, stats[2n+1] = sum of exp(z - max); with `labels`, also
+// row_losses[n] = the row's loss. One block per row (blocks loop over rows).
+__global__ void row_stats_kernel(const float* z, const int32_t* labels, float* stats, float* row_losses, int64_t rows,
+                                 int64_t cols) {
+  __shared__ float sh[kThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const float* zn = z + n * cols;
+    float m = zn[0];
+    for (int64_t j = tid; j < cols; j += kThreads) m = (m < zn[j]) ? zn[j] : m;
+    sh[tid] = m;
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+      if (tid < stride) sh[tid] = (sh[tid] < sh[tid + stride]) ? sh[tid + stride] : sh[tid];
+      __syncthreads();
+    }
+    m = sh[0];
+    __syncthreads();
+    float s = 0.0f;
+    for (int64_t j = tid; j < cols; j += kThreads) s += expf(zn[j] - m);
+    sh[tid] = s;
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+      if (tid < stride) sh[tid] += sh[tid + stride];
+      __syncthreads();
+    }
+    if (tid == 0) {
+      s = sh[0];
+      if (stats) stats[2 * n] = m, stats[2 * n + 1] = s;
+      if (row_losses) row_losses[n] = sce::row_loss_from(zn, cols, labels[n], m, s);
+    }
+    __syncthreads();  // sh is rewritten for the next row
+  }
 }
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
 
 __global__ void mean_kernel(const float* row_losses, float* loss, int64_t rows) {
   if (blockIdx.x == 0 && threadIdx.x == 0) loss[0] = sce::mean_loss(row_losses, rows);
-}
-
-__global__ void row_stats_kernel(const float* z, float* stats, int64_t rows, int64_t cols) {
-  MNEMO_GRID_LOOP(n, rows) {
-    float m, s;
-    sce::row_max_sum(z + n * cols, cols, m, s);
-    stats[2 * n] = m;
-    stats[2 * n + 1] = s;
-  }
 }
 
 __global__ void grad_kernel(const float* z, const int32_t* labels, const float* dloss, const float* stats, float* dz,
@@ -43,7 +68,7 @@ void sce_loss(cudaStream_t stream, const float* z, const int32_t* labels, float*
   MNEMO_CHECK(rows >= 1 && cols >= 1) << "softmax_cross_entropy: logits must be [N>=1, C>=1], got [" << rows << ","
                                       << cols << "]";
   MNEMO_CHECK(workspace) << "softmax_cross_entropy: no workspace for " << rows << " row losses";
-  row_loss_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(z, labels, workspace, rows, cols);
+  row_stats_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(z, labels, nullptr, workspace, rows, cols);
   MNEMO_CUDA_LAUNCHED();
   mean_kernel<<<1, 1, 0, stream>>>(workspace, loss, rows);
   MNEMO_CUDA_LAUNCHED();
@@ -54,7 +79,7 @@ void sce_grad(cudaStream_t stream, const float* z, const int32_t* labels, const 
   MNEMO_CHECK(rows >= 1 && cols >= 1) << "softmax_cross_entropy_grad: logits must be [N>=1, C>=1], got [" << rows
                                       << "," << cols << "]";
   MNEMO_CHECK(workspace) << "softmax_cross_entropy_grad: no workspace for " << rows << " row statistics";
-  row_stats_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(z, workspace, rows, cols);
+  row_stats_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(z, labels, workspace, nullptr, rows, cols);
   MNEMO_CUDA_LAUNCHED();
   grad_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(z, labels, dloss, workspace, dz, rows, cols);
   MNEMO_CUDA_LAUNCHED();

@@ -1,8 +1,8 @@
 // Per-row math of the softmax cross-entropy kernels (cuda/kernels/softmax_cross_entropy.cu): plain
 // C++17, callable from host and device, so tests/cuda_kernels_math_test.cpp runs these functions on
-// the CPU and compares them with ops/softmax_cross_entropy.cpp. The order of operations is the CPU
-// op's (serial loops over a row, rows summed in order); expf/logf on the device are CUDA's (within
-// 2 ulp of the host's), so device results agree to rounding, not bitwise.
+// the CPU and compares them with ops/softmax_cross_entropy.cpp. row_max_sum is the CPU op's serial
+// order; the device computes (m, s) with a block tree instead (a different summation order), and
+// its expf/logf are CUDA's (within 2 ulp of the host's), so device results agree to rounding.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -33,11 +33,14 @@ MNEMO_HD inline bool valid_label(int32_t label, int64_t cols) { return label >= 
 
 // The loss of one row: log(s) + m - z[label]. The CPU op throws on a label outside [0, C); a device
 // kernel cannot, so an invalid label gives NaN (which the mean then propagates to the loss).
-MNEMO_HD inline float row_loss(const float* zn, int64_t cols, int32_t label) {
+MNEMO_HD inline float row_loss_from(const float* zn, int64_t cols, int32_t label, float m, float s) {
   if (!valid_label(label, cols)) return quiet_nan();
+  return logf(s) + m - zn[label];
+}
+MNEMO_HD inline float row_loss(const float* zn, int64_t cols, int32_t label) {
   float m, s;
   row_max_sum(zn, cols, m, s);
-  return logf(s) + m - zn[label];
+  return row_loss_from(zn, cols, label, m, s);
 }
 
 // The loss: the row losses summed from 0 in row order, divided by the row count.
