@@ -47,6 +47,8 @@ class Device {
   // tensors of `types` once, before the loop; `stage_inputs` copies the host tensors into the next
   // slot on a copy stream that runs beside compute (the compute stream waits for that copy only)
   // and returns device views to bind. A slot is reused only after the step that read it finished.
+  // Call order: stage, enqueue the step that reads those views, stage the next, ... — each call
+  // marks the end of the work enqueued since the previous one as the end of that slot's use.
   virtual void reserve_inputs(std::span<const TensorType> types, int slots) = 0;
   virtual std::vector<TensorView> stage_inputs(std::span<const TensorView> host) = 0;
 

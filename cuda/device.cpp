@@ -69,6 +69,16 @@ int64_t used_now() {
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) {
+    try {
+      open(ordinal);
+    } catch (...) {
+      close();  // the destructor does not run when the constructor throws
+      throw;
+    }
+  }
+  ~CudaDevice() override { close(); }
+
+  void open(int ordinal) {
     ctx_.ordinal = ordinal;
     MNEMO_CUDA_CHECK(cudaSetDevice(ordinal));
     MNEMO_CUDA_CHECK(cudaGetDeviceProperties(&ctx_.prop, ordinal));
@@ -79,17 +89,20 @@ class CudaDevice final : public Device {
     MNEMO_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
     MNEMO_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
     MNEMO_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
-    // cuBLAS would otherwise allocate its own workspace per stream on first use (outside the plan);
-    // without one it picks algorithms that need none. Deterministic: no atomics in reductions.
-    MNEMO_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, nullptr, 0));
+    // cuBLAS would otherwise allocate its own workspace per stream on first use, inside the step
+    // loop; it gets one fixed buffer now, before memory_at_open is taken (the library's own use,
+    // like the handles; cuBLAS documents failures with less than 16 KiB). Deterministic: one
+    // stream, one workspace, no atomics in reductions.
+    MNEMO_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+    MNEMO_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, cublas_workspace_, kCublasWorkspace));
     MNEMO_CUBLAS_CHECK(cublasSetAtomicsMode(ctx_.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
     MNEMO_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_PEDANTIC_MATH));  // float32, no TF32
     MNEMO_CUDA_CHECK(cudaDeviceSynchronize());
     at_open_ = used_now();
   }
 
-  ~CudaDevice() override {
-    cudaStreamSynchronize(ctx_.stream);
+  void close() noexcept {
+    if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
     for (Slot& s : slots_) {
       if (s.done) cudaEventDestroy(s.done);
       if (s.copied) cudaEventDestroy(s.copied);
@@ -97,6 +110,7 @@ class CudaDevice final : public Device {
       if (s.device) cudaFree(s.device);
     }
     if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (cublas_workspace_) cudaFree(cublas_workspace_);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (copy_stream_) cudaStreamDestroy(copy_stream_);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
@@ -234,7 +248,9 @@ class CudaDevice final : public Device {
     cudaEvent_t done = nullptr;    // the step that read this slot finished
     cudaEvent_t copied = nullptr;  // the upload into this slot finished
   };
+  static constexpr size_t kCublasWorkspace = size_t{4} << 20;
   mutable Context ctx_;
+  void* cublas_workspace_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;
   int64_t at_open_ = 0;
   int64_t allocated_ = 0;

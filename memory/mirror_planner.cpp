@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 
 namespace mnemo {
 namespace {
@@ -195,8 +196,18 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       auto run = [&](const std::vector<double>& budgets) {
         std::vector<MirrorResult> rs(budgets.size());
         std::vector<int> kept(budgets.size());
+        // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
+        std::vector<std::exception_ptr> errors(budgets.size());
 #pragma omp parallel for schedule(dynamic)
-        for (size_t i = 0; i < budgets.size(); ++i) rs[i] = evaluate(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
+        for (size_t i = 0; i < budgets.size(); ++i) {
+          try {
+            rs[i] = evaluate(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+        }
+        for (const std::exception_ptr& e : errors)
+          if (e) std::rethrow_exception(e);
         for (size_t i = 0; i < budgets.size(); ++i) {
           const MemoryReport& rep = rs[i].planned.report;
           log.push_back({budgets[i], kept[i], rep.feature_map_bytes, rep.workspace_bytes, rep.recompute_flops, false});

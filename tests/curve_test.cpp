@@ -35,7 +35,9 @@ TEST(Curve, WritesCsvSlopesAndPlots) {
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(fm["sublinear"][i], fm["share"][i]);
   EXPECT_LT(fm["share"][0], fm["share"][2]);
   EXPECT_TRUE(std::filesystem::exists(out + "/slopes.csv"));
-  if (o.plot) EXPECT_GT(std::filesystem::file_size(out + "/feature_map.png"), 1000u);
+  if (o.plot) {
+    EXPECT_GT(std::filesystem::file_size(out + "/feature_map.png"), 1000u);
+  }
   std::filesystem::remove_all(out);
 }
 

@@ -203,7 +203,9 @@ TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
         }
         for (size_t k = 0; k < out.size(); ++k)
           EXPECT_TRUE(bitwise_equal(out[k], ref[k])) << "net " << which << " mode " << alloc_mode_name(mode) << " output " << k;
-        if (mode == AllocMode::share) EXPECT_LT(st.feature_map_bytes, none_bytes);
+        if (mode == AllocMode::share) {
+          EXPECT_LT(st.feature_map_bytes, none_bytes);
+        }
       }
     }
   }

@@ -119,21 +119,40 @@ struct DeviceInputs {
   }
 };
 
-// Test-set evaluation with the eval-mode graph (BatchNorm on running statistics). On a device,
-// `dparams` holds the current parameters there.
-EvalResult evaluate(const Config& c, const DataSource& test, const DataShape& ds, ParamStore& params, Device* device = nullptr,
-                    const DeviceParams* dparams = nullptr) {
-  const int64_t batch = c.data.eval_batch ? c.data.eval_batch : c.data.batch;
-  BuiltModel m = build_model(c, ds, c.model_type == "graph" ? c.data.batch : batch, false);
-  const Graph& g = m.builder.graph();
-  Graph fg = g;
-  fg.outputs = m.all_logits;
-  fg.outputs.push_back(m.loss);
-  Executor ex(fg, plan_memory(fg, AllocMode::share, nullptr, {}, device), device);
-  if (dparams) dparams->bind(ex);
-  else
-    for (const ParamSpec& s : m.builder.params()) ex.bind(s.name, params.at(s.name).view());
-  DeviceInputs inputs{device, {}};
+// Test-set evaluation with the eval-mode graph (BatchNorm on running statistics), built once and
+// reused by every evaluation of a run: its arena (and on a device its input buffers) is allocated
+// at the first evaluation and kept. The parameters are bound where training keeps them (on a
+// device: `dparams`), so an evaluation sees the current weights.
+class Evaluator {
+ public:
+  Evaluator(const Config& c, const DataShape& ds, const ParamStore& params, Device* device, const DeviceParams* dparams)
+      : c_(c), m_(build_model(c, ds, c.model_type == "graph" ? c.data.batch : (c.data.eval_batch ? c.data.eval_batch : c.data.batch), false)),
+        fg_(m_.builder.graph()), device_(device), inputs_{device, {}} {
+    fg_.outputs = m_.all_logits;
+    fg_.outputs.push_back(m_.loss);
+    ex_ = std::make_unique<Executor>(fg_, plan_memory(fg_, AllocMode::share, nullptr, {}, device), device);
+    if (dparams) dparams->bind(*ex_);
+    else
+      for (const ParamSpec& s : m_.builder.params()) ex_->bind(s.name, params.at(s.name).view());
+  }
+  EvalResult run(const DataSource& test);
+
+ private:
+  const Config& c_;
+  BuiltModel m_;
+  Graph fg_;
+  Device* device_;
+  DeviceInputs inputs_;
+  std::unique_ptr<Executor> ex_;
+};
+
+EvalResult Evaluator::run(const DataSource& test) {
+  const Config& c = c_;
+  const BuiltModel& m = m_;
+  const Graph& fg = fg_;
+  Executor& ex = *ex_;
+  Device* device = device_;
+  DeviceInputs& inputs = inputs_;
   int64_t correct = 0, scored = 0;
   double loss_sum = 0;
   int64_t batches = 0;
@@ -277,13 +296,20 @@ int run_train(const TrainOptions& opt) {
     next_inputs = device->stage_inputs(host);
     staged = true;
   };
-  int64_t device_peak = 0;  // cudaMemGetInfo-measured bytes in use, sampled after steps
+  int64_t device_peak = 0;  // cudaMemGetInfo-measured bytes in use, sampled after steps and evaluations
 
   const bool tty = isatty(STDOUT_FILENO);
   std::shared_ptr<const DataSource> test;  // loaded at the first evaluation, then reused
   auto test_source = [&]() -> const DataSource& {
     if (!test) test = make_source(c, Split::test);
     return *test;
+  };
+  std::unique_ptr<Evaluator> evaluator;  // built at the first evaluation
+  auto evaluate = [&] {
+    if (!evaluator) evaluator = std::make_unique<Evaluator>(c, ds, params, device.get(), dparams.get());
+    EvalResult er = evaluator->run(test_source());
+    if (device) device_peak = std::max(device_peak, device->memory_in_use());
+    return er;
   };
   std::vector<TensorView> grads(training.grads.size());
   const auto t0 = Clock::now();
@@ -315,7 +341,9 @@ int run_train(const TrainOptions& opt) {
     if (!std::isfinite(loss)) {
       if (tty) std::printf("\n");
       MNEMO_FAIL() << "the loss is " << loss << " at step " << state.step + 1 << " (lr " << lr
-                   << "): training diverged; lower optimizer.lr or add warm-up. The last checkpoint is unchanged.";
+                   << "): training diverged; lower optimizer.lr or add warm-up"
+                   << (device ? " (on a device a label outside [0, classes) also gives a NaN loss: the kernels cannot throw)" : "")
+                   << ". The last checkpoint is unchanged.";
     }
     if (!device) {
       for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
@@ -345,7 +373,7 @@ int run_train(const TrainOptions& opt) {
     if (!c.checkpoint.dir.empty() && c.checkpoint.every && state.step % c.checkpoint.every == 0)
       checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
     if (c.run.eval_every && state.step % c.run.eval_every == 0 && state.step < total && c.data.eval) {
-      EvalResult er = evaluate(c, test_source(), ds, params, device.get(), dparams.get());
+      EvalResult er = evaluate();
       if (tty) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state.step), 100 * er.accuracy,
                   static_cast<long long>(er.examples));
@@ -371,12 +399,14 @@ int run_train(const TrainOptions& opt) {
   }
   if (!c.checkpoint.dir.empty()) checkpoint(c.checkpoint.dir + "/checkpoint.safetensors");
   if (!opt.checkpoint.empty()) checkpoint(opt.checkpoint);
-  std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
-              train_s / 60, (state.step - first) ? train_s / (state.step - first) : 0.0,
-              ex.fetch(training.loss).as<float>()[0], loss_ema);
+  if (state.step > first)
+    std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
+                train_s / 60, train_s / (state.step - first), ex.fetch(training.loss).as<float>()[0], loss_ema);
+  else
+    std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state.step), static_cast<long long>(total));
   if (opt.eval && c.data.eval) {
     const auto te = Clock::now();
-    EvalResult er = evaluate(c, test_source(), ds, params, device.get(), dparams.get());
+    EvalResult er = evaluate();
     std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
                 static_cast<long long>(er.examples), er.loss, seconds_since(te));
     if (metrics) *metrics << nlohmann::json{{"step", state.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
@@ -503,11 +533,11 @@ int run_bench(const BenchOptions& opt) {
     if (device) {
       dparams->sgd_step(grads, 1e-3);
       device->synchronize();  // the step's time is the device's
-      device_peak = std::max(device_peak, device->memory_in_use());
     } else {
       sgd.step(params, grads, 1e-3);
     }
     if (i >= opt.warmup) times.push_back(seconds_since(t0));
+    if (device) device_peak = std::max(device_peak, device->memory_in_use());  // outside the timed region
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
