@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   curve->add_option("--memory", curve_modes, "comma-separated memory modes")->capture_default_str();
   curve->add_option("--out", copt.out, "output directory")->capture_default_str();
   curve->add_flag("!--no-plot", copt.plot, "write the CSV only");
+  curve->add_option("--device", copt.device, "plan for cpu, cuda or cuda:N (the device's workspace sizes)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) print_ops();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "train/device_state.h"
 #include "train/pipeline.h"
 
 namespace mnemo {
@@ -90,6 +91,7 @@ int run_curve(const CurveOptions& opt) {
   MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
   for (const std::string& m : opt.modes) parse_memory_mode(m);
   const Config base = base_config(opt.model);
+  const std::unique_ptr<Device> device = open_device(opt.device);
   std::filesystem::create_directories(opt.out);
   const std::string csv_path = opt.out + "/curve.csv";
   std::ofstream csv(csv_path);
@@ -104,7 +106,7 @@ int run_curve(const CurveOptions& opt) {
     const Config c = with_value(base, opt.vary, v);
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
     for (const std::string& m : opt.modes) {
-      const MirrorResult mr = plan_pipeline(c, p, m);
+      const MirrorResult mr = plan_pipeline(c, p, m, device.get());
       const MemoryReport& r = mr.planned.report;
       const double overhead = r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
       csv << opt.model << ',' << opt.vary << ',' << v << ',' << p.model.layers << ',' << m << ',' << r.feature_map_bytes << ','

@@ -16,6 +16,7 @@ struct CurveOptions {
   std::vector<std::string> modes;   // memory modes
   std::string out = "out/curve";
   bool plot = true;
+  std::string device = "cpu";       // plan for this device (its workspace sizes): cpu, cuda, cuda:N
 };
 
 int run_curve(const CurveOptions& opt);

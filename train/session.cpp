@@ -119,6 +119,65 @@ struct DeviceInputs {
   }
 };
 
+// A planned training step ready to run, shared by train, grad and bench: the mirror and memory
+// plan for `device` (null: the CPU), the executor on it, and the parameters bound — the host
+// stores on the CPU, or DeviceParams (one device allocation of the parameters and, with `sgd`,
+// the velocities) on a device. Not movable: the executor refers to the plan's graph.
+class BoundStep {
+ public:
+  BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device* device)
+      : p_(p), params_(params), sgd_(sgd), device_(device), mr_(plan_pipeline(c, p, c.memory, device)),
+        ex_(mr_.training.graph, mr_.planned.plan, device), inputs_{device, {}}, grads_(mr_.training.grads.size()) {
+    if (device) {
+      dparams_ = std::make_unique<DeviceParams>(*device, params, sgd, sgd ? sgd->options() : SgdOptions{});
+      dparams_->bind(ex_);
+    } else {
+      params.bind(ex_);
+    }
+  }
+  BoundStep(const BoundStep&) = delete;
+  BoundStep& operator=(const BoundStep&) = delete;
+
+  const MirrorResult& result() const { return mr_; }
+  const TrainingGraph& training() const { return mr_.training; }
+  const MemoryReport& report() const { return mr_.planned.report; }
+  Executor& executor() { return ex_; }
+  DeviceParams* device_params() { return dparams_.get(); }
+  TensorType input_type(const std::string& name) const { return ex_.entry({mr_.training.graph.find(name), 0}).type; }
+
+  // Binds data and labels that are already where the executor runs.
+  void bind(TensorView x, TensorView y) {
+    ex_.bind(p_.model.data, x);
+    ex_.bind(p_.model.labels, y);
+  }
+  // Binds a batch held on the host: as it is on the CPU; on a device copied into buffers allocated
+  // at the first call (synchronous: the training loop stages its batches instead).
+  void bind_host(const Tensor& x, const Tensor& y) {
+    if (!device_) return bind(x.view(), y.view());
+    const std::vector<TensorView> v = inputs_.put({&x, &y});
+    bind(v[0], v[1]);
+  }
+  void run() { ex_.run(); }
+  double loss() const { return ex_.fetch(mr_.training.loss).as<float>()[0]; }
+  // One SGD step with learning rate `lr` on this step's gradients, where the parameters live.
+  void update(double lr) {
+    for (size_t k = 0; k < grads_.size(); ++k) grads_[k] = ex_.entry(mr_.training.grads[k].grad);
+    if (dparams_) dparams_->sgd_step(grads_, lr);
+    else sgd_->step(params_, grads_, lr);
+  }
+
+ private:
+  const Pipeline& p_;
+  ParamStore& params_;
+  Sgd* sgd_;
+  Device* device_;
+  MirrorResult mr_;
+  Executor ex_;
+  DeviceInputs inputs_;
+  std::unique_ptr<DeviceParams> dparams_;
+  std::vector<TensorView> grads_;
+};
+
 // Test-set evaluation with the eval-mode graph (BatchNorm on running statistics), built once and
 // reused by every evaluation of a run: its arena (and on a device its input buffers) is allocated
 // at the first evaluation and kept. The parameters are bound where training keeps them (on a
@@ -252,19 +311,14 @@ int run_train(const TrainOptions& opt) {
 
   const int64_t rss0 = peak_rss_bytes();
   std::unique_ptr<Device> device = open_device(c.device, opt.device.empty() ? c.file + ": device" : "--device");
-  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
-  const TrainingGraph& training = mr.training;
-  const PlannedStep& ps = mr.planned;
-  Executor ex(training.graph, ps.plan, device.get());
-  std::unique_ptr<DeviceParams> dparams;
-  const Graph& tg = training.graph;
+  BoundStep step(c, p, params, &sgd, device.get());
+  const TrainingGraph& training = step.training();
+  const PlannedStep& ps = step.result().planned;
+  Executor& ex = step.executor();
+  DeviceParams* dparams = step.device_params();
   if (device) {
-    dparams = std::make_unique<DeviceParams>(*device, params, &sgd, SgdOptions{c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
-    dparams->bind(ex);
-    const TensorType io[2] = {tg.node(tg.find(p.model.data)).outputs[0], tg.node(tg.find(p.model.labels)).outputs[0]};
+    const TensorType io[2] = {step.input_type(p.model.data), step.input_type(p.model.labels)};
     device->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
-  } else {
-    params.bind(ex);
   }
   ex.set_profiling(opt.profile);
   const std::string where = device ? device->name() : std::to_string(omp_get_max_threads()) + " CPU threads";
@@ -306,12 +360,11 @@ int run_train(const TrainOptions& opt) {
   };
   std::unique_ptr<Evaluator> evaluator;  // built at the first evaluation
   auto evaluate = [&] {
-    if (!evaluator) evaluator = std::make_unique<Evaluator>(c, ds, params, device.get(), dparams.get());
+    if (!evaluator) evaluator = std::make_unique<Evaluator>(c, ds, params, device.get(), dparams);
     EvalResult er = evaluator->run(test_source());
     if (device) device_peak = std::max(device_peak, device->memory_in_use());
     return er;
   };
-  std::vector<TensorView> grads(training.grads.size());
   const auto t0 = Clock::now();
   double loss_ema = 0;
   const int64_t first = state.step;
@@ -322,21 +375,18 @@ int run_train(const TrainOptions& opt) {
     if (device) {
       // Enqueue the step and its update, then take and upload the next batch while the device
       // computes; reading the loss waits for this step only.
-      ex.bind(p.model.data, next_inputs[0]);
-      ex.bind(p.model.labels, next_inputs[1]);
+      step.bind(next_inputs[0], next_inputs[1]);
       staged = false;
-      ex.run();
-      for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
-      dparams->sgd_step(grads, lr);
+      step.run();
+      step.update(lr);
       if (state.step + 1 < total) stage_next();
-      loss = ex.fetch(training.loss).as<float>()[0];
+      loss = step.loss();
       if (state.step - first < 3 || (state.step + 1) % 50 == 0) device_peak = std::max(device_peak, device->memory_in_use());
     } else {
       loader.next(x, y);
-      ex.bind(p.model.data, x.view());
-      ex.bind(p.model.labels, y.view());
-      ex.run();
-      loss = ex.entry(training.loss).as<float>()[0];
+      step.bind_host(x, y);
+      step.run();
+      loss = step.loss();
     }
     if (!std::isfinite(loss)) {
       if (tty) std::printf("\n");
@@ -345,10 +395,7 @@ int run_train(const TrainOptions& opt) {
                    << (device ? " (on a device a label outside [0, classes) also gives a NaN loss: the kernels cannot throw)" : "")
                    << ". The last checkpoint is unchanged.";
     }
-    if (!device) {
-      for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(training.grads[k].grad);
-      sgd.step(params, grads, lr);
-    }
+    if (!device) step.update(lr);  // on the CPU after the divergence check: a NaN never reaches the weights
     ++state.step;
     loss_ema = state.step - first == 1 ? loss : 0.95 * loss_ema + 0.05 * loss;
     const double elapsed = seconds_since(t0);
@@ -401,7 +448,7 @@ int run_train(const TrainOptions& opt) {
   if (!opt.checkpoint.empty()) checkpoint(opt.checkpoint);
   if (state.step > first)
     std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(state.step - first),
-                train_s / 60, train_s / (state.step - first), ex.fetch(training.loss).as<float>()[0], loss_ema);
+                train_s / 60, train_s / (state.step - first), step.loss(), loss_ema);
   else
     std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state.step), static_cast<long long>(total));
   if (opt.eval && c.data.eval) {
@@ -454,28 +501,15 @@ int run_grad(const GradOptions& opt) {
                                                          << " tensors, the model has " << params.specs().size() << " parameters";
   if (!opt.memory.empty()) c.memory = opt.memory;
   std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
-  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
-  Executor ex(mr.training.graph, mr.planned.plan, device.get());
-  std::unique_ptr<DeviceParams> dparams;
-  DeviceInputs inputs{device.get(), {}};
-  if (device) {
-    dparams = std::make_unique<DeviceParams>(*device, params, nullptr);
-    dparams->bind(ex);
-    const std::vector<TensorView> v = inputs.put({&x, &y});
-    ex.bind(p.model.data, v[0]);
-    ex.bind(p.model.labels, v[1]);
-  } else {
-    params.bind(ex);
-    ex.bind(p.model.data, x.view());
-    ex.bind(p.model.labels, y.view());
-  }
-  ex.run();
+  BoundStep step(c, p, params, nullptr, device.get());
+  step.bind_host(x, y);
+  step.run();
   // Host copies of the loss and every gradient (from the device, when there is one).
   std::vector<Tensor> host;
-  host.push_back(ex.fetch(mr.training.loss));
+  host.push_back(step.executor().fetch(step.training().loss));
   std::vector<std::pair<std::string, TensorView>> out{{"loss", host.back().view()}};
-  for (const ParamGrad& g : mr.training.grads) {
-    host.push_back(ex.fetch(g.grad));
+  for (const ParamGrad& g : step.training().grads) {
+    host.push_back(step.executor().fetch(g.grad));
     out.push_back({"grad/" + fwd.node(g.param).name, host.back().view()});
   }
   write_safetensors(opt.out, out, {{"format", "mnemo-grad-1"}, {"config", opt.config}});
@@ -498,44 +532,21 @@ int run_bench(const BenchOptions& opt) {
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
   std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
-  MirrorResult mr = plan_pipeline(c, p, c.memory, device.get());
-  const PlannedStep& ps = mr.planned;
-  Executor ex(mr.training.graph, ps.plan, device.get());
-  std::unique_ptr<DeviceParams> dparams;
-  if (device) {
-    dparams = std::make_unique<DeviceParams>(*device, params, &sgd, SgdOptions{1e-3, c.optimizer.momentum, c.optimizer.weight_decay});
-    dparams->bind(ex);
-  } else {
-    params.bind(ex);
-  }
-  const Graph& g = mr.training.graph;
-  Tensor x(g.node(g.find(p.model.data)).outputs[0]), y(g.node(g.find(p.model.labels)).outputs[0]);
+  BoundStep step(c, p, params, &sgd, device.get());
+  const PlannedStep& ps = step.result().planned;
+  Tensor x(step.input_type(p.model.data)), y(step.input_type(p.model.labels));
   // Inputs drawn once: the step time does not depend on their values.
   uint64_t s = 12345;
   for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = static_cast<float>((splitmix64(s) >> 40) * 0x1.0p-24 * 2.0 - 1.0);
   for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>(splitmix64(s) % static_cast<uint64_t>(ds.classes));
-  DeviceInputs inputs{device.get(), {}};
-  if (device) {
-    const std::vector<TensorView> v = inputs.put({&x, &y});
-    ex.bind(p.model.data, v[0]);
-    ex.bind(p.model.labels, v[1]);
-  } else {
-    ex.bind(p.model.data, x.view());
-    ex.bind(p.model.labels, y.view());
-  }
-  std::vector<TensorView> grads(mr.training.grads.size());
+  step.bind_host(x, y);
   std::vector<double> times;
   int64_t device_peak = 0;
   for (int i = 0; i < opt.warmup + opt.steps; ++i) {
     const auto t0 = Clock::now();
-    ex.run();
-    for (size_t k = 0; k < grads.size(); ++k) grads[k] = ex.entry(mr.training.grads[k].grad);
-    if (device) {
-      dparams->sgd_step(grads, 1e-3);
-      device->synchronize();  // the step's time is the device's
-    } else {
-      sgd.step(params, grads, 1e-3);
-    }
+    step.run();
+    step.update(1e-3);
+    if (device) device->synchronize();  // the step's time is the device's
     if (i >= opt.warmup) times.push_back(seconds_since(t0));
     if (device) device_peak = std::max(device_peak, device->memory_in_use());  // outside the timed region
   }
@@ -566,7 +577,7 @@ int run_bench(const BenchOptions& opt) {
                 opt.config.c_str(), c.model_type.c_str(), static_cast<long long>(c.data.batch), where.c_str(), r.mode.c_str(),
                 median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
-    if (device) print_device_memory(*device, r, dparams->bytes(), device_peak);
+    if (device) print_device_memory(*device, r, step.device_params()->bytes(), device_peak);
   }
   return 0;
 }

@@ -18,6 +18,7 @@ class Sgd {
   // grads[i] is the gradient of the i-th trainable parameter of `params.specs()`, in order.
   void step(ParamStore& params, const std::vector<TensorView>& grads, double lr);
   int64_t state_bytes() const;
+  const SgdOptions& options() const { return opt_; }
   // Momentum buffers, one per trainable parameter in spec order (checkpoints read and restore them).
   std::vector<Tensor>& state() { return velocity_; }
   const std::vector<Tensor>& state() const { return velocity_; }
