@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine (docs/GPU.md), building nothing: the GPU tests, the GPU benchmarks and the
 # PyTorch comparison, in one go, from the bundle scripts/gpu-build.sh made (carry gpu-dist/).
-# Logs, JSON and CSV go to ${OUT:-gpu-out}/; a short table is printed last.
-#   bash scripts/gpu-run.sh [quick]      quick: tests + one small benchmark only
+# Logs, JSON and CSV go to ${OUT:-gpu-out}/; a short table is printed last. Each part fits one
+# device call (10 minutes at most):
+#   bash scripts/gpu-run.sh tests    GPU tests, training and planning on the GPU from the CLI
+#   bash scripts/gpu-run.sh bench    ResNet-50 and the paper's LSTM: mnemo beside PyTorch
+#   bash scripts/gpu-run.sh big      speed per memory mode; the 1001-layer ResNet under sublinear
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -30,21 +33,30 @@ run() {  # run NAME SECONDS COMMAND...: output to $out/NAME.log, status to the s
   printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -1 "$out/$name.log" | cut -c1-150)" | tee -a "$out/summary.txt"
 }
 
-run gpu-tests 300 $dist/bin/mnemo_gpu_tests --gtest_brief=1 --gtest_output=json:"$out/gpu-tests.json"
-run cli-mlp 60 $mnemo train configs/mlp-graph.yaml --device cuda --steps 50 --memory sublinear
-run plan-resnet50 120 $mnemo plan configs/resnet50-imagenet.yaml --device cuda --json
-[ "${1:-}" = quick ] && exit 0
-
-# Throughput and memory: mnemo (share) and PyTorch eager, strict float32 on both, same batch.
-for model in resnet50-imagenet lstm-paper; do
-  run "bench-$model-share" 240 $mnemo bench configs/$model.yaml --device cuda --memory share --steps 20 --warmup 3 --json
-done
-run torch-resnet50 240 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
-run torch-lstm-paper 240 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3
-# Speed per memory mode on ResNet-50.
-for mode in none sublinear; do
-  run "bench-resnet50-imagenet-$mode" 240 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
-done
-# The paper's headline: the 1000-layer ResNet, batch 32, 224x224, trains under sublinear (< 7 GB).
-run train-resnet1000-sublinear 400 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
+part=${1:-tests}
+case $part in
+  tests)
+    run gpu-tests 300 $dist/bin/mnemo_gpu_tests --gtest_brief=1 --gtest_output=json:"$out/gpu-tests.json"
+    run cli-mlp 60 $mnemo train configs/mlp-graph.yaml --device cuda --steps 50 --memory sublinear
+    run cli-resnet20 120 $mnemo train configs/resnet56-cifar.yaml --device cuda --steps 30 --no-eval
+    run plan-resnet50 120 $mnemo plan configs/resnet50-imagenet.yaml --device cuda --json
+    ;;
+  bench)
+    # Throughput and memory: mnemo (share) and PyTorch eager, strict float32 on both, same batch.
+    for model in resnet50-imagenet lstm-paper; do
+      run "bench-$model-share" 130 $mnemo bench configs/$model.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+    done
+    run torch-resnet50 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
+    run torch-lstm-paper 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3
+    ;;
+  big)
+    # Speed per memory mode on ResNet-50.
+    for mode in none sublinear; do
+      run "bench-resnet50-imagenet-$mode" 120 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
+    done
+    # The paper's headline: the 1001-layer ResNet, batch 32, 224x224, trains under sublinear (< 7 GB).
+    run train-resnet1000-sublinear 300 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
+    ;;
+  *) echo "gpu-run: unknown part '$part' (tests, bench or big)"; exit 2 ;;
+esac
 echo "--- summary"; cat "$out/summary.txt"
