@@ -29,8 +29,10 @@ namespace {
     if (cuda::device_count(&why_) == 0) GTEST_SKIP() << "no CUDA device: " << why_;  \
   } while (0)
 
+// One device for the whole binary, deliberately never destroyed: destroying cuDNN/cuBLAS handles
+// from a static destructor can run after the CUDA runtime's own teardown.
 Device& gpu() {
-  static std::unique_ptr<Device> d = cuda::open_device(0);
+  static Device* d = cuda::open_device(0).release();
   return *d;
 }
 
