@@ -4,7 +4,8 @@
 //   conv2d_grad_data(dy, w)     cudnnConvolutionBackwardData
 //   conv2d_grad_weight(dy, x)   cudnnConvolutionBackwardFilter
 //   conv2d_grad_bias(dy)        own kernel (cuda/kernels/conv2d.cu): per-channel double sum in a
-//                               fixed order, like the CPU op (which sums in double)
+//                               fixed order, like the CPU op (which sums in double); each channel
+//                               split over several blocks, partials in the planned workspace
 // Math: the convolution descriptor is CUDNN_FMA_MATH (float32 FMA kernels only). CUDNN_DEFAULT_MATH
 // would not do: on Ampere and later it permits TF32 tensor-core kernels for float data.
 // Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7, nothing is run), taking the
@@ -261,10 +262,19 @@ void conv2d_grad_weight(const KernelContext& c) {  // (dy, x) -> dw
                                                    c.workspace, plan.workspace, &zero, plan.w, c.out[0].data));
 }
 
+// The block partials of the bias reduction (dy[N,K,P,Q] = in[0]).
+size_t grad_bias_workspace(Context&, const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+  const Shape& s = in[0].shape;
+  return conv2d_bias_grad_workspace_bytes(s.at(0), s.at(1), s.at(2) * s.at(3));
+}
+
 void conv2d_grad_bias(const KernelContext& c) {  // dy[N,K,P,Q] -> db[K]
   const TensorView& dy = c.in[0];
-  conv2d_bias_grad(context_of(c).stream, dy.as<float>(), c.out[0].as<float>(), dy.dim(0), dy.dim(1),
-                   dy.dim(2) * dy.dim(3));
+  const int64_t N = dy.dim(0), K = dy.dim(1), L = dy.dim(2) * dy.dim(3);
+  const size_t need = conv2d_bias_grad_workspace_bytes(N, K, L);
+  MNEMO_CHECK(c.workspace_bytes >= need && (need == 0 || c.workspace))
+      << "conv2d_grad_bias: workspace of " << c.workspace_bytes << " bytes planned, needs " << need;
+  conv2d_bias_grad(context_of(c).stream, dy.as<float>(), c.out[0].as<float>(), N, K, L, c.workspace);
 }
 
 }  // namespace
@@ -275,5 +285,5 @@ MNEMO_REGISTER_CUDA_OPS(conv2d) {
   table.add("conv2d", {conv2d_forward, conv_workspace<Pass::forward>});
   table.add("conv2d_grad_data", {conv2d_grad_data, conv_workspace<Pass::backward_data>});
   table.add("conv2d_grad_weight", {conv2d_grad_weight, conv_workspace<Pass::backward_filter>});
-  table.add("conv2d_grad_bias", {conv2d_grad_bias});
+  table.add("conv2d_grad_bias", {conv2d_grad_bias, grad_bias_workspace});
 }

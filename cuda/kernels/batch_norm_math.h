@@ -1,15 +1,20 @@
 // The per-channel maths of the batch-norm CUDA kernels (cuda/kernels/batch_norm.cu) and of
 // conv2d_grad_bias (cuda/kernels/conv2d.cu), as plain C++17 __host__ __device__ functions, so the
-// CPU test tests/cuda_batch_norm_math_test.cpp runs exactly what the GPU runs (emulating the 256
-// threads of a block one after another) and compares it with the CPU ops of ops/batch_norm.cpp.
+// CPU test tests/cuda_batch_norm_math_test.cpp runs exactly what the GPU runs (emulating the blocks
+// and their 256 threads one after another) and compares it with the CPU ops of ops/batch_norm.cpp.
 //
-// Layout: x viewed as [N, C, L] (L = H*W, or 1 for x[N,C]); channel ch holds M = N*L values.
-// A channel reduction is one block of `nthreads` threads: thread tid sums, in double and in this
-// order, the values j = tid, tid + nthreads, tid + 2*nthreads, ... < M (j -> n = j / L, i = j % L);
-// then the nthreads partial sums are combined by a fixed-shape tree (tree_step, halving strides).
-// The order depends only on the shape and nthreads, so the results are bitwise reproducible.
+// Layout: x viewed as [N, C, L] (L = H*W, or 1 for x[N,C]); channel ch holds M = N*L values, its
+// element e in [0, M) lying at offset (e / L) * C * L + ch * L + e % L.
+// A channel's reduction is split over P = split_parts(N, C, L) blocks (a pure function of the
+// shape, see there). Block (ch, p) owns the contiguous range part_range(M, P, p) = [begin, end) of
+// e; its thread tid of nthreads sums, in double and in this order, e = begin + tid,
+// begin + tid + nthreads, ... < end; the nthreads partial sums are combined by a fixed-shape tree
+// (tree_step, halving strides) into partial[ch * P + p]; then one thread per channel adds the P
+// partials in the order p = 0, 1, ..., P-1 (combine_parts). The order depends only on the shape
+// and nthreads, so the results are bitwise reproducible (no atomics).
 // The coefficient and elementwise functions mirror ops/batch_norm.cpp operation for operation
-// (double statistics, float elementwise passes).
+// (double statistics, float elementwise passes); the elementwise passes run over all N*C*L
+// elements with a flat grid, reading per-channel coefficients (channel_of gives the channel).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -24,21 +29,57 @@
 
 namespace mnemo::cuda::bn {
 
-// The elements of channel ch that thread tid of nthreads visits, in order. Usage:
-//   for (ChannelWalk w(N, C, L, ch, tid, nthreads); w.valid(); w.next()) use(x[w.offset()]);
+// The split of each channel's reduction: P blocks per channel, so that C*P gives about
+// kSplitTargetBlocks blocks in all (4 resident 256-thread blocks on each of an H100's 132 SMs)
+// while every block keeps at least kSplitMinElements elements:
+//   P = max(1, min(ceil(kSplitTargetBlocks / C), floor(M / kSplitMinElements)))
+// so P = 1 for channels below 2 * kSplitMinElements values and for C >= kSplitTargetBlocks, and
+// P <= kSplitTargetBlocks always.
+// ResNet-50, batch 64: C=64 at 112x112 (M = 802816) -> P = 9 (576 blocks of ~89K elements);
+// C=256 at 56x56 -> 3; C=512 at 28x28 -> 2; C=1024 at 14x14 -> 1.
+// A pure function of the shape (never of the device), so the workspace size and the summation
+// order are the same on every machine.
+constexpr int64_t kSplitTargetBlocks = 4 * 132;
+constexpr int64_t kSplitMinElements = 16384;
+
+MNEMO_HD inline int64_t split_parts(int64_t N, int64_t C, int64_t L) {
+  const int64_t M = N * L;
+  if (C <= 0 || M <= 0) return 1;
+  int64_t P = (kSplitTargetBlocks + C - 1) / C;
+  if (P > M / kSplitMinElements) P = M / kSplitMinElements;
+  return P < 1 ? 1 : P;
+}
+
+// The elements [begin, end) of a channel's M that part p of P reduces: contiguous, in order,
+// sizes M / P or M / P + 1 (the first M % P parts take the extra one); they tile [0, M).
+struct Range {
+  int64_t begin, end;
+};
+MNEMO_HD inline int64_t part_begin(int64_t M, int64_t P, int64_t p) {
+  const int64_t r = M % P;
+  return (M / P) * p + (p < r ? p : r);
+}
+MNEMO_HD inline Range part_range(int64_t M, int64_t P, int64_t p) {
+  return {part_begin(M, P, p), part_begin(M, P, p + 1)};
+}
+
+// The elements of channel ch in `range` that thread tid of nthreads visits, in order. Usage:
+//   for (ChannelWalk w(N, C, L, ch, range, tid, nthreads); w.valid(); w.next()) use(x[w.offset()]);
 struct ChannelWalk {
-  int64_t C, L, ch, M, stride, step_n, step_i;
+  int64_t C, L, ch, end, stride, step_n, step_i;
   int64_t j, n, i;
-  MNEMO_HD ChannelWalk(int64_t N_, int64_t C_, int64_t L_, int64_t ch_, int tid, int nthreads)
-      : C(C_), L(L_), ch(ch_), M(N_ * L_), stride(nthreads), step_n(0), step_i(0), j(tid), n(0), i(0) {
-    if (M > 0) {  // L >= 1 here
+  MNEMO_HD ChannelWalk(int64_t N_, int64_t C_, int64_t L_, int64_t ch_, Range range, int tid, int nthreads)
+      : C(C_), L(L_), ch(ch_), end(range.end), stride(nthreads), step_n(0), step_i(0), j(range.begin + tid), n(0),
+        i(0) {
+    (void)N_;
+    if (j < end) {  // a non-empty range: L >= 1
       step_n = nthreads / L;
       step_i = nthreads % L;
-      n = tid / L;
-      i = tid % L;
+      n = j / L;
+      i = j % L;
     }
   }
-  MNEMO_HD bool valid() const { return j < M; }
+  MNEMO_HD bool valid() const { return j < end; }
   MNEMO_HD int64_t offset() const { return (n * C + ch) * L + i; }
   MNEMO_HD void next() {
     j += stride;
@@ -51,30 +92,30 @@ struct ChannelWalk {
   }
 };
 
-// Thread tid's partial sum of x over channel ch.
-MNEMO_HD inline double partial_sum(const float* x, int64_t N, int64_t C, int64_t L, int64_t ch, int tid,
+// Thread tid's partial sum of x over `range` of channel ch.
+MNEMO_HD inline double partial_sum(const float* x, int64_t N, int64_t C, int64_t L, int64_t ch, Range range, int tid,
                                    int nthreads) {
   double s = 0;
-  for (ChannelWalk w(N, C, L, ch, tid, nthreads); w.valid(); w.next()) s += static_cast<double>(x[w.offset()]);
+  for (ChannelWalk w(N, C, L, ch, range, tid, nthreads); w.valid(); w.next()) s += static_cast<double>(x[w.offset()]);
   return s;
 }
 
-// Thread tid's partial sum of (x - mean)^2 over channel ch (mean in double, as the CPU's).
-MNEMO_HD inline double partial_sq_dev(const float* x, int64_t N, int64_t C, int64_t L, int64_t ch, double mean,
-                                      int tid, int nthreads) {
+// Thread tid's partial sum of (x - mean)^2 over `range` of channel ch (mean in double, as the CPU's).
+MNEMO_HD inline double partial_sq_dev(const float* x, int64_t N, int64_t C, int64_t L, int64_t ch, Range range,
+                                      double mean, int tid, int nthreads) {
   double s = 0;
-  for (ChannelWalk w(N, C, L, ch, tid, nthreads); w.valid(); w.next()) {
+  for (ChannelWalk w(N, C, L, ch, range, tid, nthreads); w.valid(); w.next()) {
     const double d = static_cast<double>(x[w.offset()]) - mean;
     s += d * d;
   }
   return s;
 }
 
-// Thread tid's partial sums of dy and of dy * (x - mean) over channel ch.
+// Thread tid's partial sums of dy and of dy * (x - mean) over `range` of channel ch.
 MNEMO_HD inline void partial_grad_sums(const float* x, const float* dy, int64_t N, int64_t C, int64_t L, int64_t ch,
-                                       double mean, int tid, int nthreads, double* sdy, double* sdyx) {
+                                       Range range, double mean, int tid, int nthreads, double* sdy, double* sdyx) {
   double a = 0, b = 0;
-  for (ChannelWalk w(N, C, L, ch, tid, nthreads); w.valid(); w.next()) {
+  for (ChannelWalk w(N, C, L, ch, range, tid, nthreads); w.valid(); w.next()) {
     const int64_t o = w.offset();
     const double g = static_cast<double>(dy[o]);
     a += g;
@@ -83,6 +124,33 @@ MNEMO_HD inline void partial_grad_sums(const float* x, const float* dy, int64_t 
   *sdy = a;
   *sdyx = b;
 }
+
+// The channel's sum from its P block partials part[0..P-1], added in the order p = 0, 1, ...
+// (P = 1 gives part[0] unchanged, the single-block result).
+MNEMO_HD inline double combine_parts(const double* part, int64_t P) {
+  double s = part[0];
+  for (int64_t p = 1; p < P; ++p) s += part[p];
+  return s;
+}
+
+// The channel of flat offset o in [0, N*C*L) (the elementwise passes).
+template <class I>
+MNEMO_HD inline I channel_of(I o, I C, I L) {
+  return (o / L) % C;
+}
+
+// The device workspace of the batch-norm kernels, in doubles (the planner aligns it to 256 bytes):
+//   [coef: 2*C doubles = 4*C floats, the elementwise pass's per-channel coefficients]
+//   [mean: C doubles, the training forward's double mean]
+//   [part_a: C*P doubles][part_b: C*P doubles] (block partials, index ch * P + p)
+// The inference forward uses only coef (coef_doubles).
+struct WorkspaceLayout {
+  int64_t coef, mean, part_a, part_b, total;  // offsets and total size in doubles
+};
+MNEMO_HD inline WorkspaceLayout workspace_layout(int64_t C, int64_t P) {
+  return {0, 2 * C, 3 * C, 3 * C + C * P, 3 * C + 2 * C * P};
+}
+MNEMO_HD inline int64_t coef_doubles(int64_t C) { return 2 * C; }
 
 // One level of the combining tree: v[tid] += v[tid + stride] for tid < stride. The block runs
 // stride = nthreads/2, nthreads/4, ..., 1 (nthreads a power of two) with a barrier after each
