@@ -8,6 +8,8 @@
 // does it). core knows no particular device.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +53,12 @@ class Device {
   // marks the end of the work enqueued since the previous one as the end of that slot's use.
   virtual void reserve_inputs(std::span<const TensorType> types, int slots) = 0;
   virtual std::vector<TensorView> stage_inputs(std::span<const TensorView> host) = 0;
+
+  // Step capture (CUDA graphs): records the device work that `work` enqueues — without running it
+  // — into an object `replay` launches again in one call. Null when the device cannot capture;
+  // then the caller runs `work` itself. Throws when capturing fails (the caller may fall back).
+  virtual std::shared_ptr<void> capture(const std::function<void()>& work) { return nullptr; }
+  virtual void replay(const void* captured) {}
 
   // Bytes of device memory in use now (cudaMemGetInfo: total - free), and the same at open,
   // after the context and the library handles were created.

@@ -2,6 +2,7 @@
 #include "core/executor.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -86,6 +87,34 @@ void Executor::prepare() {
 
 void Executor::run() {
   if (!prepared_) prepare();
+  // The first run is never captured: libraries initialise lazily on first use (module loading,
+  // cuBLAS/cuDNN setup), which a capturing stream does not allow.
+  if (!capture_ || !device_ || !profile_.empty() || runs_++ == 0) return run_nodes();
+  // A captured step holds the addresses it was recorded with: key the graphs by the bound ones.
+  std::vector<void*> key;
+  for (size_t i = 0; i < g_.size(); ++i)
+    if (g_.node(static_cast<int>(i)).is(OpKind::input) || g_.node(static_cast<int>(i)).is(OpKind::param)) key.push_back(out_[i][0].data);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    if (graphs_.size() >= 8) graphs_.clear();  // bindings that keep changing: record afresh
+    std::shared_ptr<void> graph;
+    try {
+      graph = device_->capture([this] { run_nodes(); });
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mnemo: warning: capturing the step on %s failed, running node by node: %s\n",
+                   device_->name().c_str(), e.what());
+    }
+    if (!graph) {
+      capture_ = false;
+      return run_nodes();
+    }
+    ++captures_;
+    it = graphs_.emplace(std::move(key), std::move(graph)).first;
+  }
+  device_->replay(it->second.get());
+}
+
+void Executor::run_nodes() {
   for (int id : compute_) {
     const Slot& ws = plan_.workspace[id];
     KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(),

@@ -4,6 +4,7 @@
 // kernels are the device's and run asynchronously (fetch() waits for them).
 // After the last node it applies the graph's state updates (BatchNorm running statistics).
 #pragma once
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -32,11 +33,18 @@ class Executor {
   void set_profiling(bool on) { profile_.assign(on ? g_.size() : 0, 0.0); }
   const std::vector<double>& profile() const { return profile_; }
   const MemoryPlan& plan() const { return plan_; }
+  // On a device that can capture (CUDA graphs): record the step's kernels once per set of bound
+  // addresses and replay them, one launch per step instead of one per node. Same kernels in the
+  // same order, so the same bits. Off while profiling; falls back to launching node by node
+  // (with a warning) if capturing fails.
+  void set_capture(bool on) { capture_ = on; }
+  int captures() const { return captures_; }  // graphs recorded so far
   int64_t allocated_bytes() const { return arena_bytes_; }  // what the executor allocated
   Device* device() const { return device_; }
 
  private:
   void prepare();
+  void run_nodes();
   const Graph& g_;
   MemoryPlan plan_;
   Device* device_ = nullptr;
@@ -52,6 +60,10 @@ class Executor {
   std::vector<Kernel> kernels_;               // [node]: the CPU's or the device's
   bool prepared_ = false;
   std::vector<double> profile_;
+  bool capture_ = false;
+  int captures_ = 0;
+  int64_t runs_ = 0;
+  std::map<std::vector<void*>, std::shared_ptr<void>> graphs_;  // bound addresses -> captured step
 };
 
 }  // namespace mnemo

@@ -237,6 +237,32 @@ class CudaDevice final : public Device {
     return out;
   }
 
+  std::shared_ptr<void> capture(const std::function<void()>& work) override {
+    // Thread-local mode: only this thread's calls are checked against the capture (the loader's
+    // threads and the planner's do not touch the device).
+    MNEMO_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      work();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(ctx_.stream, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    MNEMO_CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    MNEMO_CHECK(e == cudaSuccess) << "cudaGraphInstantiate failed: " << cudaGetErrorString(e);
+    return std::shared_ptr<void>(exec, [](void* p) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(p)); });
+  }
+
+  void replay(const void* captured) override {
+    MNEMO_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(const_cast<void*>(captured)), ctx_.stream));
+  }
+
   int64_t memory_in_use() const override { return used_now(); }
   int64_t memory_at_open() const override { return at_open_; }
   int64_t allocated_bytes() const override { return allocated_; }

@@ -50,12 +50,13 @@ case $part in
     run torch-lstm-paper 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3
     ;;
   big)
-    # Speed per memory mode on ResNet-50.
+    # Speed per memory mode on ResNet-50; what replaying the captured step saves on the LSTM.
     for mode in none sublinear; do
-      run "bench-resnet50-imagenet-$mode" 120 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
+      run "bench-resnet50-imagenet-$mode" 100 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
     done
+    run bench-lstm-paper-share-eager 100 $mnemo bench configs/lstm-paper.yaml --device cuda --memory share --steps 10 --warmup 2 --json --eager
     # The paper's headline: the 1001-layer ResNet, batch 32, 224x224, trains under sublinear (< 7 GB).
-    run train-resnet1000-sublinear 300 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
+    run train-resnet1000-sublinear 240 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
     ;;
   *) echo "gpu-run: unknown part '$part' (tests, bench or big)"; exit 2 ;;
 esac

@@ -3,9 +3,13 @@
 // fetch, checkpoint download with a batch already staged) with the CPU kernels, so its results
 // must be bitwise those of the CPU path. Plus device selection errors, device workspace in plans,
 // and (in CUDA builds) that every compute op has a CUDA kernel.
+#include "autograd/gradient.h"
 #include "core/host_device.h"
 #include "memory/planner.h"
+#include "memory/mirror_planner.h"
+#include "models/small_nets.h"
 #include "train/inspect.h"
+#include "train/param_store.h"
 #include "test_util.h"
 #include "train/device_state.h"
 #include "train/safetensors.h"
@@ -178,6 +182,95 @@ TEST(Device, SelectionErrorsAreClear) {
 #else
   EXPECT_NE(error_of([] { open_device("cuda"); }).find("has no CUDA backend"), std::string::npos);
 #endif
+}
+
+// A device that "captures" by keeping the work and "replays" by running it again: enough to test
+// the executor's capture logic (first run eager, one graph per set of bound addresses, fallback).
+class RecordingDevice final : public Device {
+ public:
+  int captured = 0, replayed = 0;
+  bool fail = false;
+  std::string name() const override { return "recording"; }
+  size_t workspace_bytes(const Graph& g, int id) const override { return node_workspace_bytes(g, id); }
+  Kernel kernel(const Graph& g, int id) const override { return host_->kernel(g, id); }
+  Kernel kernel(const std::string& op) const override { return host_->kernel(op); }
+  void* kernel_context() override { return nullptr; }
+  void* allocate(int64_t b, const std::string& w) override { return host_->allocate(b, w); }
+  void release(void* p) noexcept override { host_->release(p); }
+  void copy(void* d, const void* s, int64_t b, CopyKind k) override { host_->copy(d, s, b, k); }
+  void zero(void* d, int64_t b) override { host_->zero(d, b); }
+  void synchronize() override {}
+  void reserve_inputs(std::span<const TensorType> t, int s) override { host_->reserve_inputs(t, s); }
+  std::vector<TensorView> stage_inputs(std::span<const TensorView> h) override { return host_->stage_inputs(h); }
+  int64_t memory_in_use() const override { return host_->memory_in_use(); }
+  int64_t memory_at_open() const override { return 0; }
+  int64_t allocated_bytes() const override { return host_->allocated_bytes(); }
+  std::shared_ptr<void> capture(const std::function<void()>& work) override {
+    if (fail) MNEMO_FAIL() << "capture refused";
+    ++captured;
+    return std::make_shared<std::function<void()>>(work);
+  }
+  void replay(const void* captured_work) override {
+    ++replayed;
+    (*static_cast<const std::function<void()>*>(captured_work))();
+  }
+
+ private:
+  std::unique_ptr<Device> host_ = make_host_device();
+};
+
+TEST(Device, CapturedStepsReplayPerBindingAndFallBack) {
+  Model m = build_small_cnn(4, 8, 4, 3);
+  const Graph& fwd = m.builder.graph();
+  TrainingGraph tg = build_training_graph(fwd, m.loss, MirrorPlan(fwd.size(), 1));
+  Tensor data(fwd.node(fwd.find(m.data)).outputs[0]), labels(fwd.node(fwd.find(m.labels)).outputs[0]);
+  Tensor data2(data.type());
+  fill_normal(data, 3);
+  fill_normal(data2, 5);
+  fill_ints(labels, 4, fwd.type(m.logits).shape[1]);
+  ParamStore params(fwd, m.builder.params(), 9);
+  auto outputs = [&](Executor& ex) {
+    std::vector<Tensor> out;
+    for (const EntryRef& e : tg.graph.outputs) out.push_back(ex.fetch(e));
+    return out;
+  };
+  auto reference = [&](const Tensor& x) {
+    Executor ex(tg.graph, plan_memory(tg.graph, AllocMode::share));
+    params.bind(ex);
+    ex.bind(m.data, x.view());
+    ex.bind(m.labels, labels.view());
+    ex.run();
+    return outputs(ex);
+  };
+  const std::vector<Tensor> want1 = reference(data), want2 = reference(data2);
+  auto expect_equal = [](const std::vector<Tensor>& a, const std::vector<Tensor>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(bitwise_equal(a[k], b[k])) << what << " output " << k;
+  };
+  for (bool fail : {false, true}) {
+    RecordingDevice dev;
+    dev.fail = fail;
+    Executor ex(tg.graph, plan_memory(tg.graph, AllocMode::share, nullptr, {}, &dev), &dev);
+    ex.set_capture(true);
+    params.bind(ex);  // host memory is this device's memory
+    ex.bind(m.labels, labels.view());
+    for (int run = 0; run < 3; ++run) {
+      ex.bind(m.data, data.view());
+      ex.run();
+      expect_equal(outputs(ex), want1, "first binding");
+      ex.bind(m.data, data2.view());
+      ex.run();
+      expect_equal(outputs(ex), want2, "second binding");
+    }
+    if (!fail) {
+      EXPECT_EQ(dev.captured, 2) << "one graph per set of bound addresses, none for the first (eager) run";
+      EXPECT_EQ(ex.captures(), 2);
+      EXPECT_EQ(dev.replayed, 5);
+    } else {
+      EXPECT_EQ(dev.replayed, 0) << "after a failed capture the executor launches node by node";
+      EXPECT_EQ(ex.captures(), 0);
+    }
+  }
 }
 
 #ifdef MNEMO_HAVE_CUDA

@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
   train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
   train->add_flag("--profile", topt.profile, "print the time spent per op");
+  train->add_flag("--eager", topt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
   auto* grad = app.add_subcommand("grad", "one forward/backward on given weights and batch; writes the loss and every parameter gradient");
   mnemo::GradOptions gopt;
   grad->add_option("config", gopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);
   bench->add_flag("--json", bopt.json, "one JSON line");
   bench->add_option("--device", bopt.device, "cpu, cuda or cuda:N (overrides the config)");
+  bench->add_flag("--eager", bopt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
   auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode: CSV and log-log plots");
   mnemo::CurveOptions copt;
   std::string curve_modes = "share,sublinear";

@@ -125,12 +125,14 @@ struct DeviceInputs {
 // the velocities) on a device. Not movable: the executor refers to the plan's graph.
 class BoundStep {
  public:
-  BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device* device)
+  // `capture`: on a device that can, replay the step as one captured graph (Executor::set_capture).
+  BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device* device, bool capture = false)
       : p_(p), params_(params), sgd_(sgd), device_(device), mr_(plan_pipeline(c, p, c.memory, device)),
         ex_(mr_.training.graph, mr_.planned.plan, device), inputs_{device, {}}, grads_(mr_.training.grads.size()) {
     if (device) {
       dparams_ = std::make_unique<DeviceParams>(*device, params, sgd, sgd ? sgd->options() : SgdOptions{});
       dparams_->bind(ex_);
+      ex_.set_capture(capture);
     } else {
       params.bind(ex_);
     }
@@ -184,12 +186,14 @@ class BoundStep {
 // device: `dparams`), so an evaluation sees the current weights.
 class Evaluator {
  public:
-  Evaluator(const Config& c, const DataShape& ds, const ParamStore& params, Device* device, const DeviceParams* dparams)
+  Evaluator(const Config& c, const DataShape& ds, const ParamStore& params, Device* device, const DeviceParams* dparams,
+            bool capture)
       : c_(c), m_(build_model(c, ds, c.model_type == "graph" ? c.data.batch : (c.data.eval_batch ? c.data.eval_batch : c.data.batch), false)),
         fg_(m_.builder.graph()), device_(device), inputs_{device, {}} {
     fg_.outputs = m_.all_logits;
     fg_.outputs.push_back(m_.loss);
     ex_ = std::make_unique<Executor>(fg_, plan_memory(fg_, AllocMode::share, nullptr, {}, device), device);
+    ex_->set_capture(capture);
     if (dparams) dparams->bind(*ex_);
     else
       for (const ParamSpec& s : m_.builder.params()) ex_->bind(s.name, params.at(s.name).view());
@@ -311,7 +315,7 @@ int run_train(const TrainOptions& opt) {
 
   const int64_t rss0 = peak_rss_bytes();
   std::unique_ptr<Device> device = open_device(c.device, opt.device.empty() ? c.file + ": device" : "--device");
-  BoundStep step(c, p, params, &sgd, device.get());
+  BoundStep step(c, p, params, &sgd, device.get(), !opt.eager);
   const TrainingGraph& training = step.training();
   const PlannedStep& ps = step.result().planned;
   Executor& ex = step.executor();
@@ -360,7 +364,7 @@ int run_train(const TrainOptions& opt) {
   };
   std::unique_ptr<Evaluator> evaluator;  // built at the first evaluation
   auto evaluate = [&] {
-    if (!evaluator) evaluator = std::make_unique<Evaluator>(c, ds, params, device.get(), dparams);
+    if (!evaluator) evaluator = std::make_unique<Evaluator>(c, ds, params, device.get(), dparams, !opt.eager);
     EvalResult er = evaluator->run(test_source());
     if (device) device_peak = std::max(device_peak, device->memory_in_use());
     return er;
@@ -461,6 +465,8 @@ int run_train(const TrainOptions& opt) {
   print_report(ps.report, ex.allocated_bytes(), "");
   if (device) {
     print_device_memory(*device, ps.report, dparams->bytes(), std::max(device_peak, device->memory_in_use()));
+    std::printf("  the step ran as %s\n", ex.captures() ? (std::to_string(ex.captures()) + " captured graph(s), replayed").c_str()
+                                                         : "kernel launches node by node");
   } else {
     std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during training (setup took %.1f s)\n",
                 format_bytes(ex.allocated_bytes()).c_str(), format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0)).c_str(),
@@ -532,7 +538,7 @@ int run_bench(const BenchOptions& opt) {
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
   std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
-  BoundStep step(c, p, params, &sgd, device.get());
+  BoundStep step(c, p, params, &sgd, device.get(), !opt.eager);
   const PlannedStep& ps = step.result().planned;
   Tensor x(step.input_type(p.model.data)), y(step.input_type(p.model.labels));
   // Inputs drawn once: the step time does not depend on their values.
@@ -559,6 +565,7 @@ int run_bench(const BenchOptions& opt) {
     j["batch"] = c.data.batch;
     j["threads"] = omp_get_max_threads();
     j["device"] = device ? device->name() : "cpu";
+    j["captured_graphs"] = step.executor().captures();
     if (device) {
       j["device_allocated_bytes"] = device->allocated_bytes();
       j["device_peak_in_use_bytes"] = device_peak;

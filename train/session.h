@@ -20,6 +20,7 @@ struct TrainOptions {
   std::string checkpoint;  // write the final checkpoint here (besides checkpoint.dir)
   bool eval = true;
   bool profile = false;    // print time per op at the end
+  bool eager = false;      // on a device: launch node by node instead of replaying a captured step
 };
 
 // The data source a config names, for the training or test split.
@@ -46,6 +47,7 @@ struct BenchOptions {
   int64_t batch = 0;    // 0 = the config's
   bool json = false;
   std::string device;   // "" = the config's
+  bool eager = false;   // on a device: launch node by node instead of replaying a captured step
 };
 // Times training steps (forward, backward, SGD update) on synthetic batches of the config's
 // shapes; prints the median step time and the memory report.
