@@ -8,24 +8,9 @@
 namespace mnemo::cuda {
 namespace {
 
-int axis_of(int64_t axis, size_t rank, const char* op) {
-  const int64_t r = static_cast<int64_t>(rank);
-  MNEMO_CHECK(axis >= -r && axis < r) << op << ": axis " << axis << " is out of range for rank " << r;
-  return static_cast<int>(axis < 0 ? axis + r : axis);
-}
-
-struct Layout {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-Layout layout(const Shape& s, int axis) {
-  Layout l;
-  for (int i = 0; i < static_cast<int>(s.size()); ++i) {
-    if (i < axis) l.outer *= s[i];
-    if (i > axis) l.inner *= s[i];
-  }
-  l.extent = s.at(axis);
-  return l;
-}
+using ops::normalize_axis;
+using Layout = ops::AxisLayout;
+Layout layout(const Shape& s, int axis) { return ops::axis_layout(s, axis); }
 
 int elem_size(const TensorView& t) { return static_cast<int>(dtype_size(t.dtype())); }
 // Element `i` of t's buffer, as a byte pointer.
@@ -35,7 +20,7 @@ void slice_k(const KernelContext& c) {  // in: x  out: y = x[..., begin:end, ...
   const auto& p = c.p<ops::SliceParams>();
   const TensorView& x = c.in[0];
   const TensorView& y = c.out[0];
-  const int axis = axis_of(p.axis, x.shape().size(), "slice");
+  const int axis = normalize_axis(p.axis, x.shape().size(), "slice");
   const Layout l = layout(x.shape(), axis);
   const int64_t begin = p.begin < 0 ? p.begin + l.extent : p.begin;
   const int64_t len = y.dim(axis);  // end - begin (checked by inference)
@@ -47,7 +32,7 @@ void slice_grad_k(const KernelContext& c) {  // in: dy  out: dx of input_shape
   const auto& p = c.p<ops::SliceGradParams>();
   const TensorView& dy = c.in[0];
   const TensorView& dx = c.out[0];
-  const int axis = axis_of(p.axis, p.input_shape.size(), "slice_grad");
+  const int axis = normalize_axis(p.axis, p.input_shape.size(), "slice_grad");
   const Layout l = layout(p.input_shape, axis);
   slice_grad(context_of(c).stream, dx.data, dy.data, l.outer, l.extent, l.inner, p.begin, dy.dim(axis),
              elem_size(dx));
@@ -55,7 +40,7 @@ void slice_grad_k(const KernelContext& c) {  // in: dy  out: dx of input_shape
 
 void split_k(const KernelContext& c) {  // in: x  out: y1..yk, consecutive pieces along axis
   const TensorView& x = c.in[0];
-  const int axis = axis_of(c.p<ops::SplitParams>().axis, x.shape().size(), "split");
+  const int axis = normalize_axis(c.p<ops::SplitParams>().axis, x.shape().size(), "split");
   const Layout l = layout(x.shape(), axis);
   int64_t offset = 0;
   for (const TensorView& y : c.out) {
@@ -68,7 +53,7 @@ void split_k(const KernelContext& c) {  // in: x  out: y1..yk, consecutive piece
 
 void concat_k(const KernelContext& c) {  // in: x1..xk  out: y, the xi joined along axis
   const TensorView& y = c.out[0];
-  const int axis = axis_of(c.p<ops::AxisParams>().axis, y.shape().size(), "concat");
+  const int axis = normalize_axis(c.p<ops::AxisParams>().axis, y.shape().size(), "concat");
   const Layout l = layout(y.shape(), axis);
   int64_t offset = 0;
   for (const TensorView& x : c.in) {

@@ -18,7 +18,6 @@
 #include "ops/common.h"
 
 namespace mnemo::ops {
-namespace {
 
 int normalize_axis(int64_t axis, size_t rank, const char* op) {
   const int64_t r = static_cast<int64_t>(rank);
@@ -27,11 +26,8 @@ int normalize_axis(int64_t axis, size_t rank, const char* op) {
   return static_cast<int>(axis < 0 ? axis + r : axis);
 }
 
-struct Layout {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-Layout layout(const Shape& s, int axis) {
-  Layout l;
+AxisLayout axis_layout(const Shape& s, int axis) {
+  AxisLayout l;
   for (int i = 0; i < static_cast<int>(s.size()); ++i) {
     if (i < axis) l.outer *= s[i];
     if (i > axis) l.inner *= s[i];
@@ -39,6 +35,11 @@ Layout layout(const Shape& s, int axis) {
   l.extent = s.at(axis);
   return l;
 }
+
+namespace {
+
+using Layout = AxisLayout;
+Layout layout(const Shape& s, int axis) { return axis_layout(s, axis); }
 
 // rows x len bytes from src (row stride src_stride) to dst (row stride dst_stride); src null: zeros.
 void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, int64_t rows, int64_t len) {

@@ -27,4 +27,13 @@ struct AxisParams {
   int64_t axis = 0;
 };
 
+// `axis` in [-rank, rank) as a dimension index; throws naming `op` otherwise.
+int normalize_axis(int64_t axis, size_t rank, const char* op);
+
+// A tensor seen as [outer, extent, inner] around `axis` (the slicing ops copy rows of extent x inner).
+struct AxisLayout {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+AxisLayout axis_layout(const Shape& s, int axis);
+
 }  // namespace mnemo::ops

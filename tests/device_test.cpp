@@ -95,13 +95,11 @@ TEST(Device, GradOnHostDeviceEqualsCpu) {
   expect_bitwise(read_safetensors(g.out), read_safetensors(h.out), "grad");
 }
 
-// A device whose workspace differs from the CPU's: the plan must reserve the device's bytes.
-class WideWorkspace final : public Device {
+// Forwards everything to a host device; the test devices below override what they probe.
+class HostBacked : public Device {
  public:
-  std::string name() const override { return "wide"; }
-  size_t workspace_bytes(const Graph& g, int id) const override {
-    return g.node(id).op->kind == OpKind::compute ? 1000 + node_workspace_bytes(g, id) : 0;
-  }
+  std::string name() const override { return "host-backed"; }
+  size_t workspace_bytes(const Graph& g, int id) const override { return host_->workspace_bytes(g, id); }
   Kernel kernel(const Graph& g, int id) const override { return host_->kernel(g, id); }
   Kernel kernel(const std::string& op) const override { return host_->kernel(op); }
   void* kernel_context() override { return nullptr; }
@@ -116,8 +114,16 @@ class WideWorkspace final : public Device {
   int64_t memory_at_open() const override { return 0; }
   int64_t allocated_bytes() const override { return host_->allocated_bytes(); }
 
- private:
+ protected:
   std::unique_ptr<Device> host_ = make_host_device();
+};
+
+// A device whose workspace differs from the CPU's: the plan must reserve the device's bytes.
+class WideWorkspace final : public HostBacked {
+ public:
+  size_t workspace_bytes(const Graph& g, int id) const override {
+    return g.node(id).op->kind == OpKind::compute ? 1000 + node_workspace_bytes(g, id) : 0;
+  }
 };
 
 TEST(Device, PlansReserveTheDevicesWorkspaceAndTheExecutorAllocatesThePlan) {
@@ -186,25 +192,10 @@ TEST(Device, SelectionErrorsAreClear) {
 
 // A device that "captures" by keeping the work and "replays" by running it again: enough to test
 // the executor's capture logic (first run eager, one graph per set of bound addresses, fallback).
-class RecordingDevice final : public Device {
+class RecordingDevice final : public HostBacked {
  public:
   int captured = 0, replayed = 0;
   bool fail = false;
-  std::string name() const override { return "recording"; }
-  size_t workspace_bytes(const Graph& g, int id) const override { return node_workspace_bytes(g, id); }
-  Kernel kernel(const Graph& g, int id) const override { return host_->kernel(g, id); }
-  Kernel kernel(const std::string& op) const override { return host_->kernel(op); }
-  void* kernel_context() override { return nullptr; }
-  void* allocate(int64_t b, const std::string& w) override { return host_->allocate(b, w); }
-  void release(void* p) noexcept override { host_->release(p); }
-  void copy(void* d, const void* s, int64_t b, CopyKind k) override { host_->copy(d, s, b, k); }
-  void zero(void* d, int64_t b) override { host_->zero(d, b); }
-  void synchronize() override {}
-  void reserve_inputs(std::span<const TensorType> t, int s) override { host_->reserve_inputs(t, s); }
-  std::vector<TensorView> stage_inputs(std::span<const TensorView> h) override { return host_->stage_inputs(h); }
-  int64_t memory_in_use() const override { return host_->memory_in_use(); }
-  int64_t memory_at_open() const override { return 0; }
-  int64_t allocated_bytes() const override { return host_->allocated_bytes(); }
   std::shared_ptr<void> capture(const std::function<void()>& work) override {
     if (fail) MNEMO_FAIL() << "capture refused";
     ++captured;
@@ -214,9 +205,6 @@ class RecordingDevice final : public Device {
     ++replayed;
     (*static_cast<const std::function<void()>*>(captured_work))();
   }
-
- private:
-  std::unique_ptr<Device> host_ = make_host_device();
 };
 
 TEST(Device, CapturedStepsReplayPerBindingAndFallBack) {

@@ -19,13 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifndef MNEMO_HD
-#if defined(__CUDACC__)
-#define MNEMO_HD __host__ __device__
-#else
-#define MNEMO_HD
-#endif
-#endif
+#include "cuda/kernels/hd.h"
 
 namespace mnemo::cuda::bn {
 
