@@ -61,3 +61,7 @@ case $part in
   *) echo "gpu-run: unknown part '$part' (tests, bench or big)"; exit 2 ;;
 esac
 echo "--- summary"; cat "$out/summary.txt"
+if [ "$part" != tests ]; then
+  echo "--- benchmarks (docs/BENCHMARKS.md table)"
+  python3 tools/gpu_report.py "$out" | tee "$out/report.md"
+fi
