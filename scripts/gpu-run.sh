@@ -12,9 +12,10 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 dist=gpu-dist
 [ -x $dist/bin/mnemo ] || { echo "gpu-run: $dist/bin/mnemo missing: run scripts/gpu-build.sh here first and carry $dist"; exit 2; }
-# cuDNN and cuBLAS from the Python wheels beside PyTorch (CUDA 12 and 13 wheel layouts differ), or CUDA.
+# cuDNN and cuBLAS from the Python wheels beside PyTorch (CUDA 12 and 13 wheel layouts differ), or CUDA;
+# NVRTC too (cuDNN 9's runtime-compiled engines load it).
 libdirs=$( (python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null; echo /usr/local/cuda/lib64) |
-  xargs -I{} find {} -name 'libcudnn.so.9' -o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+  xargs -I{} find {} -name 'libcudnn.so.9' -o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libnvrtc.so.13' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
 export LD_LIBRARY_PATH=$PWD/$dist/lib:$libdirs:${LD_LIBRARY_PATH:-}
 mnemo=$dist/bin/mnemo
 {
