@@ -41,8 +41,6 @@ class Device {
   virtual void release(void* p) noexcept = 0;
   // Copies in stream order (device_to_host waits for the copy to finish).
   virtual void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) = 0;
-  // Sets `bytes` bytes at `dst` (device memory) to zero, in stream order.
-  virtual void zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() = 0;
 
   // Input staging for the training loop: `reserve_inputs` allocates `slots` device buffers for
@@ -66,5 +64,13 @@ class Device {
   virtual int64_t memory_at_open() const = 0;
   virtual int64_t allocated_bytes() const = 0;  // sum of live allocate() calls
 };
+
+// The layout of one input staging slot, shared by the devices: the tensors of `types` back to
+// back, each 256-byte aligned. staging_bytes: the slot's size. pack_inputs: checks `host` against
+// `types`, copies it into `dst` (host memory: the slot itself, or its pinned mirror) and returns
+// views at the same offsets from `base` (the slot where kernels will read it).
+int64_t staging_bytes(std::span<const TensorType> types);
+std::vector<TensorView> pack_inputs(std::span<const TensorView> host, std::span<const TensorType> types, char* dst,
+                                    char* base);
 
 }  // namespace mnemo

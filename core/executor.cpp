@@ -50,6 +50,7 @@ Executor::Executor(const Graph& g, MemoryPlan plan, Device* device)
       out_[i][j].data = arena_.get() + s.offset;
     }
     if (n.op->kind == OpKind::compute) compute_.push_back(static_cast<int>(i));
+    if (n.is(OpKind::input) || n.is(OpKind::param)) bound_.push_back(static_cast<int>(i));
   }
 }
 
@@ -92,8 +93,8 @@ void Executor::run() {
   if (!capture_ || !device_ || !profile_.empty() || runs_++ == 0) return run_nodes();
   // A captured step holds the addresses it was recorded with: key the graphs by the bound ones.
   std::vector<void*> key;
-  for (size_t i = 0; i < g_.size(); ++i)
-    if (g_.node(static_cast<int>(i)).is(OpKind::input) || g_.node(static_cast<int>(i)).is(OpKind::param)) key.push_back(out_[i][0].data);
+  key.reserve(bound_.size());
+  for (int id : bound_) key.push_back(out_[id][0].data);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     if (graphs_.size() >= 8) graphs_.clear();  // bindings that keep changing: record afresh

@@ -58,6 +58,7 @@ class Executor {
   std::vector<std::vector<TensorView>> in_;   // [node][input], resolved by prepare()
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
   std::vector<Kernel> kernels_;               // [node]: the CPU's or the device's
+  std::vector<int> bound_;                    // ids of input and param nodes (their addresses key captured steps)
   bool prepared_ = false;
   std::vector<double> profile_;
   bool capture_ = false;

@@ -14,7 +14,7 @@ namespace {
 class HostDevice final : public Device {
  public:
   ~HostDevice() override {
-    for (Slot& s : slots_) std::free(s.data);
+    for (char* s : slots_) release(s);
   }
   std::string name() const override { return "host (the device code path on the CPU)"; }
   size_t workspace_bytes(const Graph& g, int id) const override { return node_workspace_bytes(g, id, nullptr); }
@@ -43,46 +43,28 @@ class HostDevice final : public Device {
   void copy(void* dst, const void* src, int64_t bytes, CopyKind) override {
     if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
   }
-  void zero(void* dst, int64_t bytes) override {
-    if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
-  }
   void synchronize() override {}
 
   void reserve_inputs(std::span<const TensorType> types, int slots) override {
     MNEMO_CHECK(slots >= 1 && slots_.empty()) << "reserve_inputs: slots must be >= 1, once";
     types_.assign(types.begin(), types.end());
-    int64_t bytes = 0;
-    for (const TensorType& t : types_) bytes += align_up(static_cast<int64_t>(t.bytes()));
-    for (int i = 0; i < slots; ++i) slots_.push_back({static_cast<char*>(allocate(bytes, "the input staging buffers"))});
+    for (int i = 0; i < slots; ++i) slots_.push_back(static_cast<char*>(allocate(staging_bytes(types_), "the input staging buffers")));
   }
   std::vector<TensorView> stage_inputs(std::span<const TensorView> host) override {
     MNEMO_CHECK(!slots_.empty()) << "stage_inputs before reserve_inputs";
-    MNEMO_CHECK(host.size() == types_.size()) << "stage_inputs: " << host.size() << " tensors, reserved " << types_.size();
-    char* base = slots_[next_].data;
+    char* slot = slots_[next_];
     next_ = (next_ + 1) % slots_.size();
-    std::vector<TensorView> out;
-    int64_t off = 0;
-    for (size_t i = 0; i < host.size(); ++i) {
-      MNEMO_CHECK(host[i].type == types_[i]) << "stage_inputs: input " << i << " is " << host[i].type.str() << ", reserved "
-                                             << types_[i].str();
-      std::memcpy(base + off, host[i].data, host[i].bytes());
-      out.push_back(TensorView{base + off, types_[i]});
-      off += align_up(static_cast<int64_t>(host[i].bytes()));
-    }
-    return out;
+    return pack_inputs(host, types_, slot, slot);
   }
   int64_t memory_in_use() const override { return allocated_; }
   int64_t memory_at_open() const override { return 0; }
   int64_t allocated_bytes() const override { return allocated_; }
 
  private:
-  struct Slot {
-    char* data = nullptr;
-  };
   std::map<void*, int64_t> sizes_;
   int64_t allocated_ = 0;
   std::vector<TensorType> types_;
-  std::vector<Slot> slots_;
+  std::vector<char*> slots_;
   size_t next_ = 0;
 };
 

@@ -78,44 +78,6 @@ class CudaDevice final : public Device {
   }
   ~CudaDevice() override { close(); }
 
-  void open(int ordinal) {
-    ctx_.ordinal = ordinal;
-    MNEMO_CUDA_CHECK(cudaSetDevice(ordinal));
-    MNEMO_CUDA_CHECK(cudaGetDeviceProperties(&ctx_.prop, ordinal));
-    MNEMO_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, so memory_at_open counts it
-    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
-    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    MNEMO_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
-    MNEMO_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
-    MNEMO_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
-    MNEMO_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
-    // cuBLAS would otherwise allocate its own workspace per stream on first use, inside the step
-    // loop; it gets one fixed buffer now, before memory_at_open is taken (the library's own use,
-    // like the handles; cuBLAS documents failures with less than 16 KiB). Deterministic: one
-    // stream, one workspace, no atomics in reductions.
-    MNEMO_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
-    MNEMO_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, cublas_workspace_, kCublasWorkspace));
-    MNEMO_CUBLAS_CHECK(cublasSetAtomicsMode(ctx_.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
-    MNEMO_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_PEDANTIC_MATH));  // float32, no TF32
-    MNEMO_CUDA_CHECK(cudaDeviceSynchronize());
-    at_open_ = used_now();
-  }
-
-  void close() noexcept {
-    if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
-    for (Slot& s : slots_) {
-      if (s.done) cudaEventDestroy(s.done);
-      if (s.copied) cudaEventDestroy(s.copied);
-      if (s.pinned) cudaFreeHost(s.pinned);
-      if (s.device) cudaFree(s.device);
-    }
-    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
-    if (cublas_workspace_) cudaFree(cublas_workspace_);
-    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
-    if (copy_stream_) cudaStreamDestroy(copy_stream_);
-    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
-  }
-
   std::string name() const override {
     return "cuda:" + std::to_string(ctx_.ordinal) + " (" + ctx_.prop.name + ")";
   }
@@ -189,17 +151,13 @@ class CudaDevice final : public Device {
     if (kind != CopyKind::device_to_device) MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
 
-  void zero(void* dst, int64_t bytes) override {
-    if (bytes > 0) MNEMO_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), ctx_.stream));
-  }
-
   void synchronize() override { MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
 
   void reserve_inputs(std::span<const TensorType> types, int slots) override {
     MNEMO_CHECK(slots >= 1) << "reserve_inputs: slots must be >= 1";
     MNEMO_CHECK(slots_.empty()) << "reserve_inputs: already reserved";
     types_.assign(types.begin(), types.end());
-    for (const TensorType& t : types_) slot_bytes_ += align_up(static_cast<int64_t>(t.bytes()));
+    slot_bytes_ = staging_bytes(types_);
     slots_.resize(static_cast<size_t>(slots));
     for (Slot& s : slots_) {
       s.device = static_cast<char*>(allocate(slot_bytes_, "the input staging buffers"));
@@ -213,7 +171,6 @@ class CudaDevice final : public Device {
 
   std::vector<TensorView> stage_inputs(std::span<const TensorView> host) override {
     MNEMO_CHECK(!slots_.empty()) << "stage_inputs before reserve_inputs";
-    MNEMO_CHECK(host.size() == types_.size()) << "stage_inputs: " << host.size() << " tensors, reserved " << types_.size();
     // Everything enqueued on the compute stream since the last call read the last slot: mark its end.
     if (last_) MNEMO_CUDA_CHECK(cudaEventRecord(last_->done, ctx_.stream));
     Slot& s = slots_[next_];
@@ -221,16 +178,8 @@ class CudaDevice final : public Device {
     // The slot's previous step must be done reading it (and its last upload done reading pinned).
     MNEMO_CUDA_CHECK(cudaEventSynchronize(s.done));
     MNEMO_CUDA_CHECK(cudaEventSynchronize(s.copied));
-    std::vector<TensorView> out;
-    int64_t off = 0;
-    for (size_t i = 0; i < host.size(); ++i) {
-      MNEMO_CHECK(host[i].type == types_[i]) << "stage_inputs: input " << i << " is " << host[i].type.str() << ", reserved "
-                                             << types_[i].str();
-      std::memcpy(s.pinned + off, host[i].data, host[i].bytes());
-      out.push_back(TensorView{s.device + off, types_[i]});
-      off += align_up(static_cast<int64_t>(host[i].bytes()));
-    }
-    MNEMO_CUDA_CHECK(cudaMemcpyAsync(s.device, s.pinned, static_cast<size_t>(off), cudaMemcpyHostToDevice, copy_stream_));
+    std::vector<TensorView> out = pack_inputs(host, types_, s.pinned, s.device);
+    MNEMO_CUDA_CHECK(cudaMemcpyAsync(s.device, s.pinned, static_cast<size_t>(slot_bytes_), cudaMemcpyHostToDevice, copy_stream_));
     MNEMO_CUDA_CHECK(cudaEventRecord(s.copied, copy_stream_));
     MNEMO_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, s.copied, 0));
     last_ = &s;
@@ -268,6 +217,44 @@ class CudaDevice final : public Device {
   int64_t allocated_bytes() const override { return allocated_; }
 
  private:
+  void open(int ordinal) {
+    ctx_.ordinal = ordinal;
+    MNEMO_CUDA_CHECK(cudaSetDevice(ordinal));
+    MNEMO_CUDA_CHECK(cudaGetDeviceProperties(&ctx_.prop, ordinal));
+    MNEMO_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, so memory_at_open counts it
+    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    MNEMO_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    MNEMO_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
+    MNEMO_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    MNEMO_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
+    MNEMO_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
+    // cuBLAS would otherwise allocate its own workspace per stream on first use, inside the step
+    // loop; it gets one fixed buffer now, before memory_at_open is taken (the library's own use,
+    // like the handles; cuBLAS documents failures with less than 16 KiB). Deterministic: one
+    // stream, one workspace, no atomics in reductions.
+    MNEMO_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+    MNEMO_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, cublas_workspace_, kCublasWorkspace));
+    MNEMO_CUBLAS_CHECK(cublasSetAtomicsMode(ctx_.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    MNEMO_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_PEDANTIC_MATH));  // float32, no TF32
+    MNEMO_CUDA_CHECK(cudaDeviceSynchronize());
+    at_open_ = used_now();
+  }
+
+  void close() noexcept {
+    if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+    for (Slot& s : slots_) {
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.copied) cudaEventDestroy(s.copied);
+      if (s.pinned) cudaFreeHost(s.pinned);
+      if (s.device) cudaFree(s.device);
+    }
+    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (cublas_workspace_) cudaFree(cublas_workspace_);
+    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
+    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+  }
+
   struct Slot {
     char* device = nullptr;
     char* pinned = nullptr;

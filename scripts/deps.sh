@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs mnemo's build dependencies from Debian's packages when they are missing.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libeigen3-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
+pkgs=(cmake ninja-build g++ python3 libeigen3-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcli11-dev nlohmann-json3-dev libyaml-cpp-dev gnuplot-nox zlib1g-dev dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -52,6 +52,14 @@ else
   expect cuda-plan 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" plan "$cfg" --device cuda
   expect cuda-bench 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" bench "$cfg" --device cuda:0
 fi
+expect plan-host 0 'planned for host' -- "$mnemo" plan "$cfg" --device host --memory share
+expect bench-host-eager 0 '"captured_graphs":0.*"device":"host' -- "$mnemo" bench "$cfg" --device host --eager --steps 2 --warmup 0 --json
+expect curve-host 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --device host --out "$tmp/curve-host" --no-plot
+# tools/gpu_report.py on hand-written benchmark lines: mnemo's step over PyTorch's on the same model.
+mkdir -p "$tmp/gpu-out"
+echo '{"config": "configs/resnet56-cifar.yaml", "mode": "share", "batch": 4, "step_seconds_median": 0.05, "captured_graphs": 1, "device_measured_bytes": 1073741824, "total_bytes": 536870912}' >"$tmp/gpu-out/bench.log"
+echo '{"framework": "pytorch", "model": "resnet56", "batch": 4, "torch": "2.x", "step_seconds_median": 0.1, "peak_allocated_bytes": 2147483648}' >"$tmp/gpu-out/torch.log"
+expect gpu-report 0 '\| resnet56 \| mnemo \| share \| 4 \| 50\.0 ms \| 80 \| 0\.50x \| 1\.00 GiB \| 0\.50 GiB' -- python3 "$src/tools/gpu_report.py" "$tmp/gpu-out"
 expect bad-device 1 "'tpu' is not a device" -- "$mnemo" train "$cfg" --device tpu
 expect missing-config 105 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
 expect unknown-flag 109 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3

@@ -64,6 +64,33 @@ TEST(Device, HostDeviceTrainingEqualsCpuBitwise) {
   }
 }
 
+// Evaluation on a device (the eval graph built once, batches copied in, logits fetched) reports
+// what the CPU reports; so does the end-of-run summary of a resume with nothing left to train.
+TEST(Device, HostDeviceEvaluationAndResumeAtTheEndMatchTheCpu) {
+  TempDir d;
+  const std::string cfg = tiny_resnet(d, "share");
+  auto output_of = [&](const std::string& device, int64_t steps, const std::string& resume) {
+    TrainOptions o;
+    o.config = cfg;
+    o.device = device;
+    o.steps = steps;
+    o.resume = resume;
+    o.checkpoint = d.file(device + std::to_string(steps) + ".safetensors");
+    ::testing::internal::CaptureStdout();
+    EXPECT_EQ(run_train(o), 0);
+    return ::testing::internal::GetCapturedStdout();
+  };
+  auto line_of = [](const std::string& out, const std::string& start) {
+    const size_t i = out.find(start);
+    return i == std::string::npos ? std::string("(no line '" + start + "')") : out.substr(i, out.find('\n', i) - i);
+  };
+  const std::string cpu = output_of("cpu", 13, ""), host = output_of("host", 13, "");
+  EXPECT_NE(line_of(cpu, "test accuracy").find("on 8 examples"), std::string::npos) << cpu;
+  EXPECT_EQ(line_of(host, "test accuracy"), line_of(cpu, "test accuracy"));
+  const std::string again = output_of("host", 13, d.file("host13.safetensors"));
+  EXPECT_NE(again.find("nothing to train: already at step 13 of 13"), std::string::npos) << again;
+}
+
 // The device loop takes the next batch from the loader before the step ends; a checkpoint must
 // still record the batches trained on, so a resumed run continues exactly.
 TEST(Device, HostDeviceResumeEqualsStraightRun) {
@@ -106,7 +133,6 @@ class HostBacked : public Device {
   void* allocate(int64_t b, const std::string& w) override { return host_->allocate(b, w); }
   void release(void* p) noexcept override { host_->release(p); }
   void copy(void* d, const void* s, int64_t b, CopyKind k) override { host_->copy(d, s, b, k); }
-  void zero(void* d, int64_t b) override { host_->zero(d, b); }
   void synchronize() override {}
   void reserve_inputs(std::span<const TensorType> t, int s) override { host_->reserve_inputs(t, s); }
   std::vector<TensorView> stage_inputs(std::span<const TensorView> h) override { return host_->stage_inputs(h); }
@@ -148,6 +174,25 @@ TEST(Device, PlansReserveTheDevicesWorkspaceAndTheExecutorAllocatesThePlan) {
     EXPECT_EQ(wide.allocated_bytes() - before, align_up(plan.arena_bytes)) << "one arena of the planned size";
   }
   EXPECT_EQ(wide.allocated_bytes(), before) << "the arena is returned to the device";
+}
+
+// The sublinear search scores its candidate plans in parallel (OpenMP): an error there (here the
+// device's workspace query) must reach the caller as mnemo::Error, not terminate the process.
+class FailingWorkspace final : public HostBacked {
+ public:
+  size_t workspace_bytes(const Graph& g, int id) const override {
+    MNEMO_CHECK(g.node(id).op->name != "conv2d") << "no workspace answer for '" << g.node(id).name << "'";
+    return host_->workspace_bytes(g, id);
+  }
+};
+
+TEST(Device, PlanningErrorsInTheParallelSearchReachTheCaller) {
+  Model m = build_small_cnn(4, 8, 4, 3);
+  FailingWorkspace dev;
+  for (const char* mode : {"sublinear", "share"}) {
+    const std::string e = error_of([&] { plan_mirror(m.builder.graph(), m.loss, parse_memory_mode(mode), {}, 1, &dev); });
+    EXPECT_NE(e.find("no workspace answer"), std::string::npos) << mode << ": " << e;
+  }
 }
 
 TEST(Device, StagedInputsAreCopiesInAlternatingSlots) {

@@ -63,7 +63,9 @@ TEST_P(EveryMode, BitwiseIdenticalToNone) {
     ASSERT_EQ(o.values.size(), ref.values.size());
     for (size_t k = 0; k < o.values.size(); ++k)
       EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << c.file << " mode " << m << " output " << k;
-    if (m == "sublinear" || m.rfind("recursive", 0) == 0) EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
+    if (m == "sublinear" || m.rfind("recursive", 0) == 0) {
+      EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
+    }
   }
 }
 
@@ -105,8 +107,12 @@ TEST(MirrorPlanner, DropBnReluKeepsConvolutions) {
   const MirrorPlan m = drop_bn_relu_plan(g);
   for (size_t v = 0; v < g.size(); ++v) {
     const std::string& op = g.node(static_cast<int>(v)).op->name;
-    if (op == "conv2d" || op == "fully_connected") EXPECT_EQ(m[v], 0);
-    if (op == "batch_norm" || op == "relu") EXPECT_EQ(m[v], 1);
+    if (op == "conv2d" || op == "fully_connected") {
+      EXPECT_EQ(m[v], 0);
+    }
+    if (op == "batch_norm" || op == "relu") {
+      EXPECT_EQ(m[v], 1);
+    }
   }
 }
 

@@ -51,8 +51,7 @@ void print_ops() {
 int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name) {
   const mnemo::Config c = mnemo::load_config(path);
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
-  const std::unique_ptr<mnemo::Device> device = mnemo::open_device(device_name.empty() ? c.device : device_name,
-                                                                   device_name.empty() ? c.file + ": device" : "--device");
+  const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};

@@ -37,8 +37,12 @@ std::unique_ptr<Device> open_device(const std::string& name, const std::string& 
 #endif
 }
 
+std::unique_ptr<Device> open_run_device(const Config& c, const std::string& flag) {
+  return flag.empty() ? open_device(c.device, c.file + ": device") : open_device(flag, "--device");
+}
+
 DeviceParams::DeviceParams(Device& device, const ParamStore& params, const Sgd* sgd, SgdOptions opt)
-    : device_(device), specs_(params), opt_(opt) {
+    : device_(device), specs_(params), opt_(opt), update_(device.kernel("sgd_update")) {
   std::vector<std::pair<const Tensor*, int64_t>> layout;  // host tensor, offset
   for (const ParamSpec& s : params.specs()) layout.push_back({&params.at(s.name), 0});
   if (sgd)
@@ -59,7 +63,6 @@ void DeviceParams::bind(Executor& ex) const {
 }
 
 void DeviceParams::sgd_step(const std::vector<TensorView>& grads, double lr) {
-  const Kernel k = device_.kernel("sgd_update");
   const ops::SgdParams p{lr, opt_.momentum, opt_.weight_decay};
   size_t j = 0;
   for (const ParamSpec& s : specs_.specs()) {
@@ -70,7 +73,7 @@ void DeviceParams::sgd_step(const std::vector<TensorView>& grads, double lr) {
     MNEMO_CHECK(grads[j].type == w.type) << "sgd: gradient of '" << s.name << "' is " << grads[j].type.str();
     const TensorView in[3] = {w, grads[j], velocity_[j]};
     const TensorView out[2] = {w, velocity_[j]};
-    k(KernelContext{in, out, &p, nullptr, 0, device_.kernel_context()});
+    update_(KernelContext{in, out, &p, nullptr, 0, device_.kernel_context()});
     ++j;
   }
   MNEMO_CHECK(j == grads.size()) << "sgd: " << grads.size() << " gradients for " << j << " trainable parameters";

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/executor.h"
+#include "train/config.h"
 #include "train/param_store.h"
 #include "train/sgd.h"
 
@@ -20,6 +21,10 @@ bool cuda_backend_built();
 // "cpu" -> nullptr; "cuda" or "cuda:N" -> an open device; "host" -> the host device (the device
 // code path on the CPU, core/host_device.h). `what` names the flag or key for errors.
 std::unique_ptr<Device> open_device(const std::string& name, const std::string& what = "--device");
+
+// The device of a run: the --device flag when given (`flag` not empty), else the config's
+// `device` key; errors name the one used.
+std::unique_ptr<Device> open_run_device(const Config& c, const std::string& flag);
 
 class DeviceParams {
  public:
@@ -39,6 +44,7 @@ class DeviceParams {
   Device& device_;
   const ParamStore& specs_;
   SgdOptions opt_;
+  Kernel update_;  // the sgd_update op's kernel on this device
   char* base_ = nullptr;
   int64_t bytes_ = 0;
   std::map<std::string, TensorView> params_;

@@ -98,12 +98,17 @@ struct EvalResult {
   int64_t examples = 0;
 };
 
-// Host batches copied into device buffers allocated once (nothing is allocated per batch).
+// Host batches where an executor reads them: the host tensors themselves on the CPU; on a device,
+// copies in device buffers allocated at the first call (nothing is allocated per batch).
 struct DeviceInputs {
   Device* device = nullptr;
   std::vector<std::unique_ptr<char, std::function<void(char*)>>> buffers;
   std::vector<TensorView> put(std::initializer_list<const Tensor*> host) {
     std::vector<TensorView> out;
+    if (!device) {
+      for (const Tensor* t : host) out.push_back(t->view());
+      return out;
+    }
     size_t i = 0;
     for (const Tensor* t : host) {
       if (buffers.size() <= i) {
@@ -127,7 +132,7 @@ class BoundStep {
  public:
   // `capture`: on a device that can, replay the step as one captured graph (Executor::set_capture).
   BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device* device, bool capture = false)
-      : p_(p), params_(params), sgd_(sgd), device_(device), mr_(plan_pipeline(c, p, c.memory, device)),
+      : p_(p), params_(params), sgd_(sgd), mr_(plan_pipeline(c, p, c.memory, device)),
         ex_(mr_.training.graph, mr_.planned.plan, device), inputs_{device, {}}, grads_(mr_.training.grads.size()) {
     if (device) {
       dparams_ = std::make_unique<DeviceParams>(*device, params, sgd, sgd ? sgd->options() : SgdOptions{});
@@ -142,7 +147,6 @@ class BoundStep {
 
   const MirrorResult& result() const { return mr_; }
   const TrainingGraph& training() const { return mr_.training; }
-  const MemoryReport& report() const { return mr_.planned.report; }
   Executor& executor() { return ex_; }
   DeviceParams* device_params() { return dparams_.get(); }
   TensorType input_type(const std::string& name) const { return ex_.entry({mr_.training.graph.find(name), 0}).type; }
@@ -152,10 +156,8 @@ class BoundStep {
     ex_.bind(p_.model.data, x);
     ex_.bind(p_.model.labels, y);
   }
-  // Binds a batch held on the host: as it is on the CPU; on a device copied into buffers allocated
-  // at the first call (synchronous: the training loop stages its batches instead).
+  // Binds a batch held on the host (DeviceInputs; synchronous: the training loop stages instead).
   void bind_host(const Tensor& x, const Tensor& y) {
-    if (!device_) return bind(x.view(), y.view());
     const std::vector<TensorView> v = inputs_.put({&x, &y});
     bind(v[0], v[1]);
   }
@@ -172,7 +174,6 @@ class BoundStep {
   const Pipeline& p_;
   ParamStore& params_;
   Sgd* sgd_;
-  Device* device_;
   MirrorResult mr_;
   Executor ex_;
   DeviceInputs inputs_;
@@ -189,7 +190,7 @@ class Evaluator {
   Evaluator(const Config& c, const DataShape& ds, const ParamStore& params, Device* device, const DeviceParams* dparams,
             bool capture)
       : c_(c), m_(build_model(c, ds, c.model_type == "graph" ? c.data.batch : (c.data.eval_batch ? c.data.eval_batch : c.data.batch), false)),
-        fg_(m_.builder.graph()), device_(device), inputs_{device, {}} {
+        fg_(m_.builder.graph()), inputs_{device, {}} {
     fg_.outputs = m_.all_logits;
     fg_.outputs.push_back(m_.loss);
     ex_ = std::make_unique<Executor>(fg_, plan_memory(fg_, AllocMode::share, nullptr, {}, device), device);
@@ -204,34 +205,23 @@ class Evaluator {
   const Config& c_;
   BuiltModel m_;
   Graph fg_;
-  Device* device_;
   DeviceInputs inputs_;
   std::unique_ptr<Executor> ex_;
 };
 
 EvalResult Evaluator::run(const DataSource& test) {
-  const Config& c = c_;
-  const BuiltModel& m = m_;
-  const Graph& fg = fg_;
-  Executor& ex = *ex_;
-  Device* device = device_;
-  DeviceInputs& inputs = inputs_;
   int64_t correct = 0, scored = 0;
   double loss_sum = 0;
   int64_t batches = 0;
-  const bool tm = time_major(c);
-  for_each_eval_batch(test, fg.node(fg.find(m.data)).outputs[0].shape[tm ? 1 : 0], tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
-    if (device) {
-      const std::vector<TensorView> v = inputs.put({&x, &y});
-      ex.bind(m.data, v[0]);
-      ex.bind(m.labels, v[1]);
-    } else {
-      ex.bind(m.data, x.view());
-      ex.bind(m.labels, y.view());
-    }
-    ex.run();
-    correct += count_correct(ex, m, y, count, tm, &scored);
-    if (count == x.shape()[tm ? 1 : 0]) loss_sum += ex.fetch(m.loss).as<float>()[0], ++batches;
+  const bool tm = time_major(c_);
+  const int64_t batch = fg_.type({fg_.find(m_.data), 0}).shape[tm ? 1 : 0];
+  for_each_eval_batch(test, batch, tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
+    const std::vector<TensorView> v = inputs_.put({&x, &y});
+    ex_->bind(m_.data, v[0]);
+    ex_->bind(m_.labels, v[1]);
+    ex_->run();
+    correct += count_correct(*ex_, m_, y, count, tm, &scored);
+    if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches;
   });
   return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0, batches ? loss_sum / batches : 0.0, scored};
 }
@@ -314,7 +304,7 @@ int run_train(const TrainOptions& opt) {
   }
 
   const int64_t rss0 = peak_rss_bytes();
-  std::unique_ptr<Device> device = open_device(c.device, opt.device.empty() ? c.file + ": device" : "--device");
+  std::unique_ptr<Device> device = open_run_device(c, opt.device);
   BoundStep step(c, p, params, &sgd, device.get(), !opt.eager);
   const TrainingGraph& training = step.training();
   const PlannedStep& ps = step.result().planned;
@@ -506,7 +496,7 @@ int run_grad(const GradOptions& opt) {
   MNEMO_CHECK(w.tensors.size() == params.specs().size()) << "weights file " << opt.weights << " holds " << w.tensors.size()
                                                          << " tensors, the model has " << params.specs().size() << " parameters";
   if (!opt.memory.empty()) c.memory = opt.memory;
-  std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
+  std::unique_ptr<Device> device = open_run_device(c, opt.device);
   BoundStep step(c, p, params, nullptr, device.get());
   step.bind_host(x, y);
   step.run();
@@ -537,7 +527,7 @@ int run_bench(const BenchOptions& opt) {
   Pipeline p = build_pipeline(c, ds, c.data.batch);
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
-  std::unique_ptr<Device> device = open_device(opt.device.empty() ? c.device : opt.device, opt.device.empty() ? c.file + ": device" : "--device");
+  std::unique_ptr<Device> device = open_run_device(c, opt.device);
   BoundStep step(c, p, params, &sgd, device.get(), !opt.eager);
   const PlannedStep& ps = step.result().planned;
   Tensor x(step.input_type(p.model.data)), y(step.input_type(p.model.labels));
