@@ -31,6 +31,11 @@ struct TrainingGraph {
   EntryRef loss;                 // invalid when built from explicit seeds
   std::vector<ParamGrad> grads;  // one per requested node, in request order
   int num_forward = 0;           // nodes [0, num_forward) are the forward graph
+  // With the optimiser inside the step (autograd/update.h); else empty / invalid. The gradients
+  // above are then consumed by the updates and are not readable after a step.
+  int lr = -1;                         // input node of the learning rate
+  std::vector<int> optimizer_state;    // velocity param nodes, in grads order
+  EntryRef status;                     // int32[1] after the step: 0 ok, -1 loss not finite, k: grads[k-1]
 };
 
 struct Seed {

@@ -1,8 +1,9 @@
-// A backend that an executor can run on instead of the host CPU. The CPU needs no Device (a null
-// Device* everywhere means "host memory, OpDef::cpu kernels"); the CUDA backend (cuda/) implements
-// one. A Device answers the three questions the static pipeline asks of a backend:
-//   planning   how many workspace bytes a node needs there (the planner puts them in the arena);
-//   execution  which kernel runs a node there, with what per-device context (streams, handles);
+// A backend an executor runs on: the CPU (core/cpu_device.h) or CUDA (cuda/). Every step runs
+// through this interface, whatever the device (a null Device* means the process's CPU device,
+// cpu_device()). A Device answers the three questions the static pipeline asks of a backend:
+//   planning   each node's prepared kernel there: its state and exact workspace (the planner puts
+//              the workspace in the arena, the executor keeps the state);
+//   execution  the per-device context every kernel gets (streams, handles);
 //   memory     one allocation per arena, copies in the device's stream order.
 // Kernels on a device are asynchronous: results are ready after synchronize() (Executor::fetch
 // does it). core knows no particular device.
@@ -27,12 +28,15 @@ class Device {
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // e.g. "cuda:0 (NVIDIA H100 80GB HBM3)"
 
-  // Workspace bytes node `id` of `g` needs on this device (0: none).
-  virtual size_t workspace_bytes(const Graph& g, int id) const = 0;
-  // The kernel that runs node `id` here; throws naming the node when there is none (op or dtype).
-  virtual Kernel kernel(const Graph& g, int id) const = 0;
-  // The kernel of a registered op that is called directly, not from a graph (the optimiser update).
-  virtual Kernel kernel(const std::string& op) const = 0;
+  // Prepares node `id` of `g` to run here: its kernel, the per-node state that kernel keeps
+  // (primitive descriptors, algorithm choices) and the exact workspace bytes of that state. Called
+  // when a plan is made, never in the step loop; throws naming the node when the op has no kernel
+  // here (or not for this dtype). May be called from several threads at once (the mirror search
+  // plans candidates in parallel); a device may memoise by the node's op, attributes and types.
+  virtual PreparedKernel prepare(const Graph& g, int id) const = 0;
+  // Whether kernels read host memory directly (the CPU): parameters bound from the host stores
+  // need no copy on this device.
+  virtual bool host_memory() const { return false; }
   // Passed to every kernel as KernelContext::device.
   virtual void* kernel_context() = 0;
 
@@ -64,6 +68,12 @@ class Device {
   virtual int64_t memory_at_open() const = 0;
   virtual int64_t allocated_bytes() const = 0;  // sum of live allocate() calls
 };
+
+// The process's CPU device (core/cpu_device.cpp), used wherever a null Device* is passed; and the
+// device a possibly-null pointer means.
+Device& cpu_device();
+inline Device& device_or_cpu(Device* d) { return d ? *d : cpu_device(); }
+inline const Device& device_or_cpu(const Device* d) { return d ? *d : cpu_device(); }
 
 // The layout of one input staging slot, shared by the devices: the tensors of `types` back to
 // back, each 256-byte aligned. staging_bytes: the slot's size. pack_inputs: checks `host` against

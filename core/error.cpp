@@ -6,6 +6,7 @@
 namespace mnemo::detail {
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& msg) {
+  if (!file) throw Error(msg);
   // Keep the project-relative path only: messages stay readable and stable across machines.
   const char* rel = file;
   for (const char* dir : {"/core/", "/ops/", "/autograd/", "/memory/", "/models/", "/train/", "/tools/"}) {

@@ -1,5 +1,10 @@
-// Exceptions with context. Library code never aborts: it throws mnemo::Error, whose message says
-// where (file:line, node, key) and what was expected versus what was found.
+// Exceptions with context. Library code never aborts: it throws mnemo::Error.
+//   MNEMO_CHECK(cond) << ...   an error a user can cause (bad config, file, flag, shape): the message
+//                              is a sentence naming the file, key, node or flag and what was expected;
+//                              it carries no source location.
+//   MNEMO_FAIL() << ...        the same, unconditionally.
+//   MNEMO_ASSERT(cond) << ...  a broken invariant of mnemo itself (a bug): "internal error: check
+//                              failed (cond) [file.cpp:line]: ..." so a report can be traced.
 #pragma once
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +18,7 @@ class Error : public std::runtime_error {
 };
 
 namespace detail {
+// file null: a user error (the message alone); else an internal one (message + [file:line]).
 [[noreturn]] void throw_error(const char* file, int line, const std::string& msg);
 }  // namespace detail
 
@@ -22,9 +28,14 @@ namespace detail {
 #define MNEMO_CHECK(cond) \
   if (cond) {             \
   } else                  \
-    ::mnemo::detail::ErrorStream(__FILE__, __LINE__, #cond)
+    ::mnemo::detail::ErrorStream(nullptr, 0, nullptr)
 // MNEMO_FAIL() << "message";  always throws.
-#define MNEMO_FAIL() ::mnemo::detail::ErrorStream(__FILE__, __LINE__, nullptr)
+#define MNEMO_FAIL() ::mnemo::detail::ErrorStream(nullptr, 0, nullptr)
+// MNEMO_ASSERT(cond) << "context";  an internal invariant (see above).
+#define MNEMO_ASSERT(cond) \
+  if (cond) {              \
+  } else                   \
+    ::mnemo::detail::ErrorStream(__FILE__, __LINE__, #cond)
 
 namespace mnemo::detail {
 // Collects a message and throws from its destructor (the check macro's temporary dies at the end
@@ -32,7 +43,7 @@ namespace mnemo::detail {
 class ErrorStream {
  public:
   ErrorStream(const char* file, int line, const char* cond) : file_(file), line_(line) {
-    if (cond) os_ << "check failed (" << cond << "): ";
+    if (cond) os_ << "internal error: check failed (" << cond << "): ";
   }
   template <class T>
   ErrorStream& operator<<(const T& v) {

@@ -2,6 +2,7 @@
 #include "core/executor.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,43 +10,47 @@
 namespace mnemo {
 
 void Executor::Release::operator()(char* p) const {
-  if (device) device->release(p);
-  else std::free(p);
+  if (owned) device->release(p);
 }
 
-Executor::Executor(const Graph& g, MemoryPlan plan, Device* device)
-    : g_(g), plan_(std::move(plan)), device_(device), arena_(nullptr, Release{device}) {
-  MNEMO_CHECK(plan_.entries.size() == g.size() && plan_.workspace.size() == g.size())
+Executor::Executor(const Graph& g, MemoryPlan plan, Device* device, char* arena, int64_t arena_bytes)
+    : g_(g), plan_(std::move(plan)), device_(&device_or_cpu(device)), arena_(nullptr, Release{device_, arena == nullptr}) {
+  MNEMO_ASSERT(plan_.entries.size() == g.size() && plan_.workspace.size() == g.size())
       << "memory plan covers " << plan_.entries.size() << " nodes, graph has " << g.size();
 #ifndef NDEBUG
   validate_plan(g, plan_, device);
 #endif
-  // Kernels first: a node without a kernel on this device fails before any memory is taken.
-  kernels_.assign(g.size(), nullptr);
+  // Kernels first (the plan's, prepared for this device when it was made): a node without a
+  // kernel on this device fails before any memory is taken.
+  if (plan_.kernels.size() != g.size()) plan_.kernels = prepare_kernels(g, device_);
+  kernels_ = plan_.kernels;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.node(static_cast<int>(i));
     if (n.op->kind != OpKind::compute) continue;
-    kernels_[i] = device ? device->kernel(g, static_cast<int>(i)) : n.op->cpu;
-    MNEMO_CHECK(kernels_[i]) << "node '" << n.name << "' (" << n.op->name << ") has no CPU kernel";
+    MNEMO_ASSERT(kernels_[i].run) << "node '" << n.name << "' (" << n.op->name << ") has no prepared kernel";
+    MNEMO_ASSERT(kernels_[i].workspace <= static_cast<size_t>(plan_.workspace[i].bytes))
+        << "node '" << n.name << "' needs " << kernels_[i].workspace << " workspace bytes, the plan reserves "
+        << plan_.workspace[i].bytes;
   }
   arena_bytes_ = plan_.arena_bytes;
-  if (arena_bytes_ > 0) {
-    void* p = device ? device->allocate(align_up(arena_bytes_), "the step arena")
-                     : std::aligned_alloc(kArenaAlignment, static_cast<size_t>(align_up(arena_bytes_)));
-    MNEMO_CHECK(p) << "cannot allocate the " << arena_bytes_ << "-byte arena";
-    arena_.reset(static_cast<char*>(p));
+  owns_arena_ = arena == nullptr;
+  if (arena) {
+    MNEMO_ASSERT(arena_bytes >= arena_bytes_) << "a lent arena of " << arena_bytes << " bytes for a plan of " << arena_bytes_;
+    arena_.reset(arena);
+  } else if (arena_bytes_ > 0) {
+    arena_.reset(static_cast<char*>(device_->allocate(align_up(arena_bytes_), "the step arena")));
   }
   out_.resize(g.size());
   in_.resize(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.node(static_cast<int>(i));
-    MNEMO_CHECK(plan_.entries[i].size() == n.outputs.size()) << "memory plan: node '" << n.name << "' outputs";
+    MNEMO_ASSERT(plan_.entries[i].size() == n.outputs.size()) << "memory plan: node '" << n.name << "' outputs";
     out_[i].resize(n.outputs.size());
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       out_[i][j].type = n.outputs[j];
-      if (n.op->kind != OpKind::compute) continue;
+      if (n.op->kind != OpKind::compute || aliased_input(n, j)) continue;
       const Slot& s = plan_.entries[i][j];
-      MNEMO_CHECK(s.offset >= 0 && s.offset + static_cast<int64_t>(n.outputs[j].bytes()) <= arena_bytes_)
+      MNEMO_ASSERT(s.offset >= 0 && s.offset + static_cast<int64_t>(n.outputs[j].bytes()) <= arena_bytes_)
           << "memory plan: entry " << n.name << ":" << j << " is not inside the arena";
       out_[i][j].data = arena_.get() + s.offset;
     }
@@ -66,7 +71,7 @@ void Executor::bind(int id, TensorView v) {
   const Node& n = g_.node(id);
   MNEMO_CHECK(n.is(OpKind::input) || n.is(OpKind::param))
       << "bind: node '" << n.name << "' is a " << n.op->name << " node, not an input or param";
-  MNEMO_CHECK(v.type == n.outputs[0]) << "bind: node '" << n.name << "' expects " << n.outputs[0].str()
+  MNEMO_CHECK(v.type == n.outputs[0]) << "the " << n.op->name << " node '" << n.name << "' expects " << n.outputs[0].str()
                                       << ", got " << v.type.str();
   MNEMO_CHECK(v.data || v.bytes() == 0) << "bind: node '" << n.name << "' bound to null";
   out_[id][0] = v;
@@ -81,7 +86,8 @@ void Executor::prepare() {
                    << ") is not bound";
     in_[i].clear();
     for (const EntryRef& e : n.inputs) in_[i].push_back(out_[e.node][e.index]);
-    if (n.is(OpKind::view)) out_[i][0].data = in_[i][0].data;  // alias, same bytes
+    for (size_t j = 0; j < n.outputs.size(); ++j)  // views and state updated in place: the input's bytes
+      if (const std::optional<EntryRef> in = aliased_input(n, j)) out_[i][j].data = out_[in->node][in->index].data;
   }
   prepared_ = true;
 }
@@ -90,7 +96,7 @@ void Executor::run() {
   if (!prepared_) prepare();
   // The first run is never captured: libraries initialise lazily on first use (module loading,
   // cuBLAS/cuDNN setup), which a capturing stream does not allow.
-  if (!capture_ || !device_ || !profile_.empty() || runs_++ == 0) return run_nodes();
+  if (!capture_ || !profile_.empty() || runs_++ == 0) return run_nodes();
   // A captured step holds the addresses it was recorded with: key the graphs by the bound ones.
   std::vector<void*> key;
   key.reserve(bound_.size());
@@ -115,45 +121,64 @@ void Executor::run() {
   device_->replay(it->second.get());
 }
 
+void Executor::run_node(int id) {
+  const Slot& ws = plan_.workspace[id];
+  const PreparedKernel& k = kernels_[id];
+  KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(), ws.bytes ? arena_.get() + ws.offset : nullptr,
+                    static_cast<size_t>(ws.bytes), device_->kernel_context(), k.state.get()};
+  try {
+    k.run(ctx);
+  } catch (const Error& e) {
+    throw Error("running node '" + g_.node(id).name + "' (" + g_.node(id).op->name + "): " + e.what());
+  }
+}
+
 void Executor::run_nodes() {
   for (int id : compute_) {
-    const Slot& ws = plan_.workspace[id];
-    KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(),
-                      ws.bytes ? arena_.get() + ws.offset : nullptr, static_cast<size_t>(ws.bytes),
-                      device_ ? device_->kernel_context() : nullptr};
-    try {
-      if (profile_.empty()) {
-        kernels_[id](ctx);
-      } else {
-        const auto t0 = std::chrono::steady_clock::now();
-        kernels_[id](ctx);
-        if (device_) device_->synchronize();  // per-node times on a device: one node at a time
-        profile_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-    } catch (const Error& e) {
-      throw Error("running node '" + g_.node(id).name + "' (" + g_.node(id).op->name + "): " + e.what());
+    if (profile_.empty()) {
+      run_node(id);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_node(id);
+      device_->synchronize();  // per-node times on a device: one node at a time
+      profile_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   }
   for (const StateUpdate& u : g_.state_updates) {
     const TensorView& dst = out_[u.param][0];
     const TensorView& src = out_[u.value.node][u.value.index];
-    MNEMO_CHECK(dst.type == src.type) << "state update of '" << g_.node(u.param).name << "': type mismatch";
-    if (device_) device_->copy(dst.data, src.data, static_cast<int64_t>(dst.bytes()), CopyKind::device_to_device);
-    else std::memcpy(dst.data, src.data, dst.bytes());
+    MNEMO_ASSERT(dst.type == src.type) << "state update of '" << g_.node(u.param).name << "': type mismatch";
+    device_->copy(dst.data, src.data, static_cast<int64_t>(dst.bytes()), CopyKind::device_to_device);
   }
+}
+
+Executor::NonFinite Executor::find_non_finite() {
+  if (!prepared_) prepare();
+  for (int id : compute_) {
+    const Node& n = g_.node(id);
+    if (n.op->traits.updates_state) continue;
+    run_node(id);
+    for (size_t j = 0; j < n.outputs.size(); ++j) {
+      if (!is_float(n.outputs[j].dtype)) continue;
+      const Tensor t = fetch({id, static_cast<int>(j)});
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double x = t.dtype() == DType::f32 ? static_cast<double>(t.as<float>()[i]) : t.as<double>()[i];
+        if (!std::isfinite(x)) return {id, static_cast<int>(j), i, x};
+      }
+    }
+  }
+  return {};
 }
 
 Tensor Executor::fetch(EntryRef e) const {
   const TensorView v = entry(e);
   Tensor t(v.type);
-  if (!v.bytes()) return t;
-  if (device_) device_->copy(t.data(), v.data, static_cast<int64_t>(v.bytes()), CopyKind::device_to_host);
-  else std::memcpy(t.data(), v.data, v.bytes());
+  if (v.bytes()) device_->copy(t.data(), v.data, static_cast<int64_t>(v.bytes()), CopyKind::device_to_host);
   return t;
 }
 
 TensorView Executor::entry(EntryRef e) const {
-  MNEMO_CHECK(e.node >= 0 && e.node < static_cast<int>(out_.size()) && e.index < static_cast<int>(out_[e.node].size()))
+  MNEMO_ASSERT(e.node >= 0 && e.node < static_cast<int>(out_.size()) && e.index < static_cast<int>(out_[e.node].size()))
       << "executor: no entry " << e.node << ":" << e.index;
   return out_[e.node][e.index];
 }

@@ -1,7 +1,8 @@
-// The executor: binds one arena (allocated once, sized by the memory plan), the parameters and
-// the step's inputs, then runs the graph's nodes in order (the schedule) on the CPU, or on a
-// Device (core/device.h): then the arena is one device allocation, bound views are device memory,
-// kernels are the device's and run asynchronously (fetch() waits for them).
+// The executor: binds one arena (allocated once, sized by the memory plan, or borrowed from
+// another executor that is idle meanwhile), the parameters and the step's inputs, then runs the
+// graph's nodes in order (the schedule) on a Device (core/device.h; null: the CPU device): the
+// arena is one device allocation, bound views are device memory, each node runs the kernel the
+// plan prepared for it with that kernel's state, asynchronously on a GPU (fetch() waits).
 // After the last node it applies the graph's state updates (BatchNorm running statistics).
 #pragma once
 #include <map>
@@ -16,8 +17,10 @@ namespace mnemo {
 
 class Executor {
  public:
-  // `device`: null runs on the CPU; else the plan must have been made for that device.
-  Executor(const Graph& g, MemoryPlan plan, Device* device = nullptr);
+  // `device`: null runs on the CPU device; else the plan must have been made for that device.
+  // `arena`: memory of at least plan.arena_bytes on that device to use instead of allocating
+  // (another executor's, idle while this one runs); null: allocate.
+  Executor(const Graph& g, MemoryPlan plan, Device* device = nullptr, char* arena = nullptr, int64_t arena_bytes = 0);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -29,6 +32,18 @@ class Executor {
 
   TensorView entry(EntryRef e) const;  // valid after run() (or bind, for bound nodes); device memory on a device
   Tensor fetch(EntryRef e) const;      // a host copy of an entry (waits for the device)
+
+  // Diagnosis after a non-finite result: runs the step again node by node (nodes that update
+  // state, the optimiser, are skipped) and returns the first compute node with a NaN or Inf in
+  // a float output, or -1 when every output is finite. Slow (each output is copied and scanned);
+  // never used in the step loop.
+  struct NonFinite {
+    int node = -1;
+    int output = 0;
+    int64_t index = 0;  // first non-finite element
+    double value = 0;
+  };
+  NonFinite find_non_finite();
   // Per-node wall time accumulated over runs while profiling is on (seconds, indexed by node).
   void set_profiling(bool on) { profile_.assign(on ? g_.size() : 0, 0.0); }
   const std::vector<double>& profile() const { return profile_; }
@@ -39,25 +54,31 @@ class Executor {
   // (with a warning) if capturing fails.
   void set_capture(bool on) { capture_ = on; }
   int captures() const { return captures_; }  // graphs recorded so far
-  int64_t allocated_bytes() const { return arena_bytes_; }  // what the executor allocated
+  int64_t allocated_bytes() const { return owns_arena_ ? arena_bytes_ : 0; }  // what the executor allocated
+  int64_t arena_bytes() const { return arena_bytes_; }
+  char* arena() const { return arena_.get(); }  // to lend to an executor that runs while this one is idle
   Device* device() const { return device_; }
+  const Graph& graph() const { return g_; }
 
  private:
   void prepare();
+  void run_node(int id);
   void run_nodes();
   const Graph& g_;
   MemoryPlan plan_;
   Device* device_ = nullptr;
   struct Release {
     Device* device;
+    bool owned;
     void operator()(char* p) const;
   };
   std::unique_ptr<char, Release> arena_;
   int64_t arena_bytes_ = 0;
+  bool owns_arena_ = true;
   std::vector<std::vector<TensorView>> out_;  // [node][output]
   std::vector<std::vector<TensorView>> in_;   // [node][input], resolved by prepare()
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
-  std::vector<Kernel> kernels_;               // [node]: the CPU's or the device's
+  std::vector<PreparedKernel> kernels_;       // [node]: prepared for the device (the plan's)
   std::vector<int> bound_;                    // ids of input and param nodes (their addresses key captured steps)
   bool prepared_ = false;
   std::vector<double> profile_;

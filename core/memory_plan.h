@@ -3,6 +3,7 @@
 // entry its own region; memory/ replaces it with liveness-based plans.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,21 @@ struct MemoryPlan {
   std::vector<std::vector<Slot>> entries;  // [node][output]
   std::vector<Slot> workspace;             // [node]
   int64_t arena_bytes = 0;
+  // [node]: the kernel of each compute node prepared for the plan's device (its workspace is the
+  // one planned above); the executor runs exactly these. Empty for other nodes.
+  std::vector<PreparedKernel> kernels;
 };
 
 class Device;
 
-// Workspace bytes node `id` needs on `device` (null: the CPU, the op's own workspace function).
+// Every compute node of `g` prepared on `device` (null: the CPU): Device::prepare per node.
+std::vector<PreparedKernel> prepare_kernels(const Graph& g, const Device* device = nullptr);
+// Workspace bytes node `id` needs on `device` (null: the CPU): its prepared kernel's.
 size_t node_workspace_bytes(const Graph& g, int id, const Device* device = nullptr);
+
+// Whether output `j` of `node` is stored in the memory of one of its inputs rather than planned:
+// a view's output, or an output the op updates in place (OpDef::updates). Returns that input.
+std::optional<EntryRef> aliased_input(const Node& node, size_t j);
 
 // Every compute entry and every workspace in its own 256-byte aligned region (mode "none").
 MemoryPlan plan_separate(const Graph& g, const Device* device = nullptr);

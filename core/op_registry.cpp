@@ -4,11 +4,14 @@
 namespace mnemo {
 
 void OpRegistry::add(OpDef def) {
-  MNEMO_CHECK(!def.name.empty()) << "op registered from ops/" << file_ << ".cpp has no name";
-  MNEMO_CHECK(!ops_.count(def.name)) << "op '" << def.name << "' registered twice (ops/"
+  MNEMO_ASSERT(!def.name.empty()) << "op registered from ops/" << file_ << ".cpp has no name";
+  MNEMO_ASSERT(!ops_.count(def.name)) << "op '" << def.name << "' registered twice (ops/"
                                      << ops_.at(def.name)->file << ".cpp and ops/" << file_ << ".cpp)";
-  MNEMO_CHECK(def.infer) << "op '" << def.name << "' has no infer function";
-  MNEMO_CHECK(def.kind != OpKind::compute || def.cpu) << "op '" << def.name << "' has no CPU kernel";
+  MNEMO_ASSERT(def.infer) << "op '" << def.name << "' has no infer function";
+  MNEMO_ASSERT(def.kind != OpKind::compute || !def.backends.cpu || def.cpu)
+      << "op '" << def.name << "' declares a CPU kernel but has none";
+  MNEMO_ASSERT(def.updates.empty() || def.traits.updates_state)
+      << "op '" << def.name << "' updates inputs in place but does not declare traits.updates_state";
   def.file = file_;
   if (!def.parse) {
     std::string name = def.name;

@@ -43,13 +43,24 @@ struct KernelContext {
   const void* params = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  void* device = nullptr;  // the device's kernel context (cuda/: streams and handles); null on the CPU
+  void* device = nullptr;       // the device's kernel context (cuda/: streams and handles); null on the CPU
+  const void* state = nullptr;  // the node's prepared state (PreparedKernel::state), or null
 
   template <class P>
   const P& p() const { return *static_cast<const P*>(params); }
 };
 using Kernel = void (*)(const KernelContext&);
 using CpuKernel = Kernel;
+
+// A kernel made ready for one node, once, when the plan is made: the function, its per-node state
+// (e.g. a oneDNN primitive or a cuDNN algorithm choice; null when the op needs none) and the exact
+// workspace bytes that state runs with. The planner reserves `workspace` bytes and the executor
+// passes `state` to every call, so the two cannot disagree.
+struct PreparedKernel {
+  Kernel run = nullptr;
+  std::shared_ptr<const void> state;
+  size_t workspace = 0;
+};
 
 // What a grad function sees for one forward node. `inputs`/`outputs` are the entries backward
 // must read: the forward ones, or their recomputed (mirrored) copies under a mirror plan.
@@ -72,6 +83,13 @@ using CostFn = std::function<Cost(const void* params, std::span<const TensorType
                                   std::span<const TensorType> out)>;
 using WorkspaceFn = std::function<size_t(const void* params, std::span<const TensorType> in,
                                          std::span<const TensorType> out)>;
+// Per-node preparation on the CPU: the state the kernel will run with and its exact workspace.
+struct Prepared {
+  std::shared_ptr<const void> state;
+  size_t workspace = 0;
+};
+using PrepareFn = std::function<Prepared(const void* params, std::span<const TensorType> in,
+                                         std::span<const TensorType> out)>;
 
 // Where the value of a node comes from.
 enum class OpKind : uint8_t {
@@ -84,6 +102,24 @@ enum class OpKind : uint8_t {
 struct InplaceOption {
   int input;
   int output;
+};
+
+// What planners and passes may know about an op. Each op declares its traits in its own
+// registration; planners read traits, never op names.
+struct OpTraits {
+  bool elementwise = false;      // output element i depends only on input elements i (activations, add, mul)
+  bool cheap_recompute = false;  // recomputing it costs little against the bytes it saves (normalisation,
+                                 // activations, pooling): the drop-bn-relu planner drops exactly these
+  bool reduction = false;        // reduces over an axis (pooling, global pooling, losses, sums)
+  bool updates_state = false;    // writes persistent state through `updates` (the optimiser): never
+                                 // recomputed, and skipped when a step is replayed for diagnosis
+};
+
+// The backends whose kernels an op has: the CPU kernel is OpDef::cpu, the CUDA kernel is
+// registered in cuda/ops_<file>.cpp. The registry tests check each claim against the kernels.
+struct Backends {
+  bool cpu = true;
+  bool cuda = true;
 };
 
 // An example use of the op: the registry-driven tests and `mnemo ops` instantiate it.
@@ -105,8 +141,15 @@ struct OpDef {
   GradFn grad;              // null: not differentiable (backward-only ops)
   std::vector<int> saved_outputs;  // outputs that carry saved statistics, never differentiated
   std::vector<InplaceOption> inplace;
+  // Outputs that are always their input's memory, updated in place (input j -> output j): the
+  // optimiser's parameter and velocity. The input must be a param node; nothing is planned for the
+  // output (like a view), and the op must declare traits.updates_state.
+  std::vector<InplaceOption> updates;
+  OpTraits traits;
+  Backends backends;        // every compute op has a CPU and a CUDA kernel unless it says otherwise
   CostFn cost;              // default: flops 0, bytes = inputs + outputs
-  WorkspaceFn workspace;    // default: 0
+  WorkspaceFn workspace;    // default: 0 (stateless kernels)
+  PrepareFn prepare;        // default: no state, `workspace` bytes (ops whose CPU kernel keeps per-node state)
   CpuKernel cpu = nullptr;
   std::optional<OpSample> sample;  // required for compute ops (tests use it)
 };

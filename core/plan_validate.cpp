@@ -18,15 +18,17 @@ struct Item {
 
 void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device) {
   const int n = static_cast<int>(g.size());
-  MNEMO_CHECK(static_cast<int>(plan.entries.size()) == n && static_cast<int>(plan.workspace.size()) == n)
+  MNEMO_ASSERT(static_cast<int>(plan.entries.size()) == n && static_cast<int>(plan.workspace.size()) == n)
       << "plan covers " << plan.entries.size() << " nodes, the graph has " << n;
   // Storage root of every entry: views resolve to the entry they alias.
   std::vector<std::vector<EntryRef>> root(n);
   for (int v = 0; v < n; ++v) {
     const Node& node = g.node(v);
     root[v].resize(node.outputs.size());
-    for (size_t j = 0; j < node.outputs.size(); ++j)
-      root[v][j] = node.is(OpKind::view) ? root[node.inputs[0].node][node.inputs[0].index] : EntryRef{v, static_cast<int>(j)};
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      const std::optional<EntryRef> in = aliased_input(node, j);  // views and state updated in place
+      root[v][j] = in ? root[in->node][in->index] : EntryRef{v, static_cast<int>(j)};
+    }
   }
   std::vector<std::vector<int>> last(n);
   std::vector<std::vector<bool>> kept(n);
@@ -55,13 +57,14 @@ void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device)
   };
   for (int v = 0; v < n; ++v) {
     const Node& node = g.node(v);
-    MNEMO_CHECK(plan.entries[v].size() == node.outputs.size()) << "plan: node '" << node.name << "' has "
+    MNEMO_ASSERT(plan.entries[v].size() == node.outputs.size()) << "plan: node '" << node.name << "' has "
                                                                << plan.entries[v].size() << " slots";
     if (node.op->kind != OpKind::compute) continue;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
+      if (aliased_input(node, j)) continue;
       const Slot& s = plan.entries[v][j];
       const int64_t bytes = static_cast<int64_t>(node.outputs[j].bytes());
-      MNEMO_CHECK(s.offset >= 0 && s.offset % kArenaAlignment == 0 && s.bytes >= bytes &&
+      MNEMO_ASSERT(s.offset >= 0 && s.offset % kArenaAlignment == 0 && s.bytes >= bytes &&
                   s.offset + bytes <= plan.arena_bytes)
           << "plan: entry " << where(v, static_cast<int>(j)) << " slot [" << s.offset << ", +" << s.bytes
           << ") is not an aligned region of the " << plan.arena_bytes << "-byte arena holding " << bytes << " bytes";
@@ -70,7 +73,7 @@ void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device)
     const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v, device));
     if (ws) {
       const Slot& s = plan.workspace[v];
-      MNEMO_CHECK(s.offset >= 0 && s.offset % kArenaAlignment == 0 && s.bytes >= ws && s.offset + ws <= plan.arena_bytes)
+      MNEMO_ASSERT(s.offset >= 0 && s.offset % kArenaAlignment == 0 && s.bytes >= ws && s.offset + ws <= plan.arena_bytes)
           << "plan: workspace of '" << node.name << "' (" << ws << " bytes) is not inside the arena";
       items.push_back({s.offset, s.offset + ws, v, v, v, -1});
     }
@@ -99,7 +102,7 @@ void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device)
       const Item& first = x.def <= y.def ? x : y;
       const Item& second = x.def <= y.def ? y : x;
       if (first.def < second.def && inplace_ok(first, second)) continue;
-      MNEMO_FAIL() << "plan '" << plan.mode << "': " << where(first.node, first.index) << " (live steps " << first.def
+      MNEMO_ASSERT(false) << "plan '" << plan.mode << "': " << where(first.node, first.index) << " (live steps " << first.def
                    << ".." << first.last << ", bytes [" << first.begin << "," << first.end << ")) overlaps "
                    << where(second.node, second.index) << " (live steps " << second.def << ".." << second.last
                    << ", bytes [" << second.begin << "," << second.end << "))";

@@ -24,7 +24,8 @@ struct Context {
   cudaDeviceProp prop{};
 
   // A per-device cache of objects derived from shapes (cuDNN algorithm choices): built once per
-  // key, thread-safe (the mirror planner scores candidate plans in parallel).
+  // key, thread-safe (the mirror planner scores candidate plans in parallel). Used when plans are
+  // made (CudaOp::prepare), never by kernels in the step loop.
   template <class T>
   const T& cached(const std::string& key, const std::function<T()>& make) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,9 +45,15 @@ inline Context& context_of(const KernelContext& c) { return *static_cast<Context
 using WorkspaceQuery = size_t (*)(Context& ctx, const void* params, std::span<const TensorType> in,
                                   std::span<const TensorType> out);
 
+// Per-node preparation (an op whose kernel keeps state, e.g. cuDNN's algorithm choice): the state
+// KernelContext::state will point to, and the exact workspace it runs with.
+using PrepareQuery = Prepared (*)(Context& ctx, const void* params, std::span<const TensorType> in,
+                                  std::span<const TensorType> out);
+
 struct CudaOp {
   Kernel run = nullptr;
-  WorkspaceQuery workspace = nullptr;
+  WorkspaceQuery workspace = nullptr;  // stateless kernels' workspace (null: none)
+  PrepareQuery prepare = nullptr;      // stateful kernels (null: no state, `workspace` bytes)
 };
 
 // The CUDA kernels of the registered ops, by op name. Filled by cuda/ops_*.cpp through

@@ -82,17 +82,7 @@ class CudaDevice final : public Device {
     return "cuda:" + std::to_string(ctx_.ordinal) + " (" + ctx_.prop.name + ")";
   }
 
-  size_t workspace_bytes(const Graph& g, int id) const override {
-    const Node& n = g.node(id);
-    if (n.op->kind != OpKind::compute) return 0;
-    const CudaOp* k = kernel_table().find(n.op->name);
-    if (!k || !k->workspace) return 0;
-    std::vector<TensorType> in;
-    for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
-    return k->workspace(ctx_, n.params.get(), in, n.outputs);
-  }
-
-  Kernel kernel(const Graph& g, int id) const override {
+  PreparedKernel prepare(const Graph& g, int id) const override {
     const Node& n = g.node(id);
     const CudaOp* k = kernel_table().find(n.op->name);
     MNEMO_CHECK(k) << "node '" << n.name << "': op '" << n.op->name << "' has no CUDA kernel";
@@ -100,15 +90,14 @@ class CudaDevice final : public Device {
       MNEMO_CHECK(t.dtype != DType::f64) << "node '" << n.name << "' (" << n.op->name << ") is " << t.str()
                                          << ": the CUDA backend runs float32 graphs (float64 is for the CPU's gradient checks)";
     };
-    for (const EntryRef& e : n.inputs) check_type(g.type(e));
+    std::vector<TensorType> in;
+    for (const EntryRef& e : n.inputs) check_type(in.emplace_back(g.type(e)));
     for (const TensorType& t : n.outputs) check_type(t);
-    return k->run;
-  }
-
-  Kernel kernel(const std::string& op) const override {
-    const CudaOp* k = kernel_table().find(op);
-    MNEMO_CHECK(k) << "op '" << op << "' has no CUDA kernel";
-    return k->run;
+    if (k->prepare) {
+      Prepared p = k->prepare(ctx_, n.params.get(), in, n.outputs);
+      return {k->run, std::move(p.state), p.workspace};
+    }
+    return {k->run, nullptr, k->workspace ? k->workspace(ctx_, n.params.get(), in, n.outputs) : 0};
   }
 
   void* kernel_context() override { return &ctx_; }

@@ -181,7 +181,7 @@ PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType
 }
 
 // The cached plan of `pass` for x, w, y (forward orientation: y = conv(x, w) whatever the pass).
-const ConvPlan& plan_of(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
+const PlanPtr& plan_of(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
                         const Params& p, bool bias) {
   std::string key = "conv2d/";  // built by appending (GCC 12 warns falsely on "literal" + string&&)
   key += std::to_string(static_cast<int>(pass));
@@ -197,7 +197,7 @@ const ConvPlan& plan_of(Context& ctx, Pass pass, const TensorType& x, const Tens
     key += '/';
     key += std::to_string(v);
   }
-  return *ctx.cached<PlanPtr>(key, [&] { return make_plan(ctx, pass, x, w, y, p, bias); });
+  return ctx.cached<PlanPtr>(key, [&] { return make_plan(ctx, pass, x, w, y, p, bias); });
 }
 
 // The tensors of each op in forward orientation: (x, w, y).
@@ -210,25 +210,20 @@ Roles roles(Pass pass, std::span<const TensorType> in, std::span<const TensorTyp
   return {&in[1], &out[0], &in[0]};                                     // (dy, x) -> dw
 }
 
+// Prepared once per node when the plan is made: the plan (algorithm and descriptors) is the node's
+// state, its workspace the planned one.
 template <Pass kPass>
-size_t conv_workspace(Context& ctx, const void* params, std::span<const TensorType> in,
-                      std::span<const TensorType> out) {
+Prepared conv_prepare(Context& ctx, const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
   const Roles r = roles(kPass, in, out);
   const bool bias = kPass == Pass::forward && in.size() > 2;
-  return plan_of(ctx, kPass, *r.x, *r.w, *r.y, *static_cast<const Params*>(params), bias).workspace;
+  const PlanPtr& plan = plan_of(ctx, kPass, *r.x, *r.w, *r.y, *static_cast<const Params*>(params), bias);
+  return {plan, plan->workspace};
 }
 
-std::vector<TensorType> types_of(std::span<const TensorView> v) {
-  std::vector<TensorType> t;
-  for (const TensorView& x : v) t.push_back(x.type);
-  return t;
-}
-
-const ConvPlan& plan_for_kernel(const KernelContext& c, Pass pass, bool bias) {
-  const std::vector<TensorType> in = types_of(c.in), out = types_of(c.out);
-  const Roles r = roles(pass, in, out);
-  const ConvPlan& plan = plan_of(context_of(c), pass, *r.x, *r.w, *r.y, c.p<Params>(), bias);
-  MNEMO_CHECK(c.workspace_bytes >= plan.workspace && (plan.workspace == 0 || c.workspace))
+const ConvPlan& plan_for_kernel(const KernelContext& c, Pass pass, bool) {
+  MNEMO_ASSERT(c.state) << pass_op(pass) << ": the node was not prepared";
+  const ConvPlan& plan = *static_cast<const ConvPlan*>(c.state);
+  MNEMO_ASSERT(c.workspace_bytes >= plan.workspace && (plan.workspace == 0 || c.workspace))
       << pass_op(pass) << " (cuDNN algorithm " << plan.algo << "): workspace of " << c.workspace_bytes
       << " bytes planned, needs " << plan.workspace;
   return plan;
@@ -282,8 +277,8 @@ void conv2d_grad_bias(const KernelContext& c) {  // dy[N,K,P,Q] -> db[K]
 
 MNEMO_REGISTER_CUDA_OPS(conv2d) {
   using namespace mnemo::cuda;
-  table.add("conv2d", {conv2d_forward, conv_workspace<Pass::forward>});
-  table.add("conv2d_grad_data", {conv2d_grad_data, conv_workspace<Pass::backward_data>});
-  table.add("conv2d_grad_weight", {conv2d_grad_weight, conv_workspace<Pass::backward_filter>});
+  table.add("conv2d", {conv2d_forward, nullptr, conv_prepare<Pass::forward>});
+  table.add("conv2d_grad_data", {conv2d_grad_data, nullptr, conv_prepare<Pass::backward_data>});
+  table.add("conv2d_grad_weight", {conv2d_grad_weight, nullptr, conv_prepare<Pass::backward_filter>});
   table.add("conv2d_grad_bias", {conv2d_grad_bias, grad_bias_workspace});
 }

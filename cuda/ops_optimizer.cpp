@@ -1,5 +1,5 @@
-// CUDA kernel of sgd_update (ops/optimizer.cpp): in: w, g, v  out: w', v' (in place: w -> w',
-// v -> v'). The parameters (lr changes per call) come with each call's params.
+// CUDA kernels of the optimiser ops (ops/optimizer.cpp): sgd_update (in: w, g, v, lr, status;
+// out: w', v' in place on w, v; status') and finite_check (x -> status), float32.
 #include "cuda/context.h"
 #include "cuda/kernels/optimizer.h"
 #include "ops/optimizer.h"
@@ -9,9 +9,15 @@ namespace {
 
 void sgd_k(const KernelContext& c) {
   const auto& p = c.p<ops::SgdParams>();
-  sgd_update(context_of(c).stream, c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
-             c.out[0].as<float>(), c.out[1].as<float>(), c.in[0].numel(), static_cast<float>(p.lr),
-             static_cast<float>(p.momentum), static_cast<float>(p.weight_decay));
+  MNEMO_CHECK(c.in[0].dtype() == DType::f32) << "sgd_update on CUDA: float32 only, got " << c.in[0].type.str();
+  sgd_update(context_of(c).stream, c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
+             c.in[4].as<int32_t>(), c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<int32_t>(), c.in[0].numel(),
+             static_cast<float>(p.momentum), static_cast<float>(p.weight_decay), static_cast<int32_t>(p.index));
+}
+
+void finite_check_k(const KernelContext& c) {
+  MNEMO_CHECK(c.in[0].dtype() == DType::f32) << "finite_check on CUDA: float32 only, got " << c.in[0].type.str();
+  finite_check(context_of(c).stream, c.in[0].as<float>(), c.in[0].numel(), c.out[0].as<int32_t>());
 }
 
 }  // namespace
@@ -20,4 +26,5 @@ void sgd_k(const KernelContext& c) {
 MNEMO_REGISTER_CUDA_OPS(optimizer) {
   using namespace mnemo::cuda;
   table.add("sgd_update", {sgd_k});
+  table.add("finite_check", {finite_check_k});
 }

@@ -7,7 +7,8 @@
 
 namespace mnemo {
 
-Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* device) {
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels) {
+  MNEMO_ASSERT(kernels.size() == g.size()) << "liveness: " << kernels.size() << " prepared kernels for " << g.size() << " nodes";
   const int n = static_cast<int>(g.size());
   Liveness l;
   l.entry_buffer.resize(n);
@@ -46,9 +47,14 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* devi
       }
       continue;
     }
-    // Outputs: in place on an input buffer whose only pending read is this node, or a new buffer.
+    // Outputs: the input's memory for state updated in place; in place on an input buffer whose
+    // only pending read is this node; or a new buffer.
     std::vector<int> taken;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
+      if (const std::optional<EntryRef> in = aliased_input(node, j)) {
+        l.entry_buffer[v][j] = l.entry_buffer[in->node][in->index];  // -1 for bound params
+        continue;
+      }
       int b = -1;
       if (allow_inplace) {
         for (const InplaceOption& o : node.op->inplace) {
@@ -67,7 +73,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* devi
       taken.push_back(b);
       l.entry_buffer[v][j] = b;
     }
-    if (const int64_t ws = static_cast<int64_t>(node_workspace_bytes(g, v, device))) l.workspace_buffer[v] = new_buffer(ws, v, true);
+    if (const int64_t ws = static_cast<int64_t>(kernels[v].workspace)) l.workspace_buffer[v] = new_buffer(ws, v, true);
     // This node's reads are done; then its outputs' readers become pending.
     for (const EntryRef& e : node.inputs) {
       const int b = l.entry_buffer[e.node][e.index];
@@ -77,6 +83,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* devi
     }
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       const int b = l.entry_buffer[v][j];
+      if (b < 0) continue;
       refs[b] += entry_reads[v][j];
       l.buffers[b].end = std::max(l.buffers[b].end, v);
     }

@@ -1,10 +1,12 @@
 // Buffers and their lifetimes over a graph's schedule (its node order). An entry lives in a
-// buffer; a view shares its input's buffer; an in-place output takes over its input's buffer.
+// buffer; a view shares its input's buffer, and so does an output an op updates in place (the
+// optimiser's, on bound parameters: no buffer); an in-place output takes over its input's buffer.
 // In-place happens (when enabled) exactly when the op declares the option, the input buffer is
 // planned (not a param or graph input), holds no graph output or state-update value, and its
 // reference count — pending reads of *any* entry stored in it, views included — is 1: this node
 // is its last reader. Requires: a typed graph. Provides: Buffers with [start, end] steps.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "core/graph.h"
@@ -25,9 +27,9 @@ struct Liveness {
   int inplace_count = 0;
 };
 
-// `device`: the backend the plan is for; it decides the workspace of each node (null: the CPU).
-class Device;
-Liveness analyze_liveness(const Graph& g, bool allow_inplace, const Device* device = nullptr);
+// `kernels`: every node's prepared kernel for the plan's device (core/memory_plan.h,
+// prepare_kernels); their workspace bytes are the nodes' workspace buffers.
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels);
 
 // max over steps of the sum of (256-aligned) bytes of the live buffers: a lower bound for any
 // arena that holds them.

@@ -101,8 +101,7 @@ std::vector<Cut> find_cuts(const Graph& g) {
 MirrorPlan drop_bn_relu_plan(const Graph& g) {
   MirrorPlan m(g.size(), 0);
   for (size_t v = 0; v < g.size(); ++v) {
-    const std::string& op = g.node(static_cast<int>(v)).op->name;
-    if (op == "batch_norm" || op == "relu" || op == "max_pool2d" || op == "avg_pool2d" || op == "global_avg_pool") m[v] = 1;
+    if (g.node(static_cast<int>(v)).op->traits.cheap_recompute) m[v] = 1;
   }
   return m;
 }
@@ -168,7 +167,7 @@ MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int dept
 }
 
 MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
-                         int optimizer_state, const Device* device) {
+                         const SgdSpec* sgd, const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
   auto apply = [&](MirrorPlan m) {
     if (m.empty()) m.assign(fwd.size(), 0);
@@ -179,7 +178,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     MirrorResult r;
     r.mirror = m;
     r.training = build_training_graph(fwd, loss, m);
-    r.planned = plan_training_step(r.training, mode.alloc, optimizer_state, device);
+    if (sgd) add_sgd_updates(r.training, *sgd);
+    r.planned = plan_training_step(r.training, mode.alloc, device);
     return r;
   };
   MirrorResult best;
@@ -190,7 +190,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     case MirrorStrategy::sublinear: {
       const std::vector<Cut> cuts = find_cuts(fwd);
       std::vector<SearchStep> log;
-      auto score = [](const MirrorResult& r) { return r.planned.report.feature_map_bytes + r.planned.report.workspace_bytes; };
+      auto score = [](const MirrorResult& r) { return r.planned.report.arena_bytes; };
       // Scores the plans of `budgets` (in parallel: they are independent) and keeps the best; ties
       // go to the earlier budget, so the result does not depend on the thread count.
       auto run = [&](const std::vector<double>& budgets) {
@@ -210,7 +210,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
           if (e) std::rethrow_exception(e);
         for (size_t i = 0; i < budgets.size(); ++i) {
           const MemoryReport& rep = rs[i].planned.report;
-          log.push_back({budgets[i], kept[i], rep.feature_map_bytes, rep.workspace_bytes, rep.recompute_flops, false});
+          log.push_back({budgets[i], kept[i], rep.feature_map_bytes, rep.workspace_bytes, rep.arena_bytes, rep.recompute_flops, false});
           if (best.training.graph.size() == 0 || score(rs[i]) < score(best)) best = std::move(rs[i]);
         }
       };
@@ -220,9 +220,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       std::vector<double> budgets{0.0, b};
       for (int i = 0; i < 6; ++i) budgets.push_back(b / std::sqrt(2.0) * std::pow(2.0, i / 5.0));  // 6 points, B/sqrt2 .. sqrt2 B
       run(budgets);
-      for (SearchStep& s : log)
-        s.chosen = s.feature_map_bytes == best.planned.report.feature_map_bytes &&
-                   s.workspace_bytes == best.planned.report.workspace_bytes;
+      for (SearchStep& s : log) s.chosen = s.arena_bytes == best.planned.report.arena_bytes;
       // Mark only the first equal entry as chosen.
       bool seen = false;
       for (SearchStep& s : log) {

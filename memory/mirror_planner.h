@@ -1,10 +1,10 @@
 // Mirror planners: choose m(v) (which forward results to drop and recompute) for a forward graph,
 // each candidate plan scored by the exact static memory plan of its training graph.
-//   drop-bn-relu  m = 1 for batch norm, ReLU and pooling; conv / fully connected outputs kept
-//                 (Chen et al. Sec. 4.2)
+//   drop-bn-relu  m = 1 for every op whose traits say cheap_recompute (batch norm, ReLU, pooling);
+//                 conv / fully connected outputs kept (Chen et al. Sec. 4.2)
 //   sublinear     Alg. 3 over candidate cuts with the Appendix A search over the budget B
 //                 (B = 0, then sqrt(x y), then 6 points on [B/sqrt2, sqrt2 B]); the least
-//                 feature-map + workspace bytes wins (Sec. 4.3)
+//                 arena bytes (feature maps, gradients, workspace) win (Sec. 4.3)
 //   recursive     nested mirror counts: cuts chosen by recursive bisection (k per level), a cut
 //                 at level L gets m = L - 1, everything else m = depth (Sec. 4.4, g(n) = k log_{k+1} n)
 // Candidate cuts are found in the graph itself, so generic graphs work too: after each forward
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/update.h"
 #include "memory/report.h"
 
 namespace mnemo {
@@ -45,7 +46,7 @@ std::vector<Cut> find_cuts(const Graph& forward);
 struct SearchStep {
   double budget = 0;
   int kept_cuts = 0;
-  int64_t feature_map_bytes = 0, workspace_bytes = 0;
+  int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
   double recompute_flops = 0;
   bool chosen = false;
 };
@@ -58,12 +59,12 @@ struct MirrorResult {
   double planning_seconds = 0;     // mirror search + memory planning
 };
 
-// Plans m(v) for `mode`, builds the training graph and its memory plan. `overrides`: node id ->
-// mirror count from the config, applied to every candidate. `optimizer_state`: tensors per
-// trainable parameter (for the report).
-// `device`: the backend the plans are for (its workspace sizes); null: the CPU.
+// Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,
+// autograd/update.h; null: none, the gradients are outputs) and its memory plan. `overrides`: node
+// id -> mirror count from the config, applied to every candidate.
+// `device`: the backend the plans are for (its prepared kernels and workspace); null: the CPU.
 MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& mode,
-                         const std::map<int, int>& overrides, int optimizer_state, const Device* device = nullptr);
+                         const std::map<int, int>& overrides, const SgdSpec* sgd, const Device* device = nullptr);
 
 // The building blocks, exposed for tests and tools.
 MirrorPlan drop_bn_relu_plan(const Graph& forward);

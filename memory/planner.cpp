@@ -65,43 +65,41 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
   return top;
 }
 
-MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& persistent,
+MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
                        const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
-  Liveness l = analyze_liveness(g, mode != AllocMode::none, device);
-  std::vector<bool> is_persistent(l.buffers.size(), false);
-  for (const EntryRef& e : persistent)
-    if (const int b = l.entry_buffer.at(e.node).at(e.index); b >= 0) is_persistent[b] = true;
-  std::vector<int64_t> offsets(l.buffers.size(), -1);
-  int64_t feature = 0, arena = 0;
-  if (mode == AllocMode::share) {
-    // Entries alone give feature_map_bytes; workspace is then packed into the gaps and above.
-    std::vector<Buffer> entries, with_ws;
-    std::vector<size_t> entry_ids, ws_ids;
-    for (size_t b = 0; b < l.buffers.size(); ++b) {
-      if (is_persistent[b]) continue;
-      if (!l.buffers[b].workspace) entries.push_back(l.buffers[b]), entry_ids.push_back(b);
-    }
-    std::vector<int64_t> eoff;
-    feature = pack_intervals(entries, eoff);
-    with_ws = entries;
-    for (size_t b = 0; b < l.buffers.size(); ++b)
-      if (l.buffers[b].workspace) with_ws.push_back(l.buffers[b]), ws_ids.push_back(b);
-    eoff.resize(with_ws.size(), -1);  // entries fixed, workspace into the gaps and above
-    arena = std::max(feature, pack_intervals(with_ws, eoff));
-    for (size_t k = 0; k < entry_ids.size(); ++k) offsets[entry_ids[k]] = eoff[k];
-    for (size_t k = 0; k < ws_ids.size(); ++k) offsets[ws_ids[k]] = eoff[entry_ids.size() + k];
-  } else {
-    for (size_t b = 0; b < l.buffers.size(); ++b)
-      if (!l.buffers[b].workspace && !is_persistent[b]) offsets[b] = feature, feature += align_up(l.buffers[b].bytes);
-    arena = feature;
-    for (size_t b = 0; b < l.buffers.size(); ++b)
-      if (l.buffers[b].workspace) offsets[b] = arena, arena += align_up(l.buffers[b].bytes);
-  }
-  const int64_t transient = arena;
-  for (size_t b = 0; b < l.buffers.size(); ++b)
-    if (is_persistent[b]) offsets[b] = arena, arena += align_up(l.buffers[b].bytes);
   MemoryPlan plan;
+  plan.kernels = prepare_kernels(g, device);
+  Liveness l = analyze_liveness(g, mode != AllocMode::none, plan.kernels);
+  // Classes in packing order: 0 feature maps, 1 parameter gradients, 2 workspace.
+  std::vector<int> cls(l.buffers.size(), 0);
+  for (size_t b = 0; b < l.buffers.size(); ++b)
+    if (l.buffers[b].workspace) cls[b] = 2;
+  for (const EntryRef& e : gradients)
+    if (const int b = l.entry_buffer.at(e.node).at(e.index); b >= 0) cls[b] = 1;
+  std::vector<int64_t> offsets(l.buffers.size(), -1);
+  int64_t top[3] = {0, 0, 0};  // arena size after packing classes 0..k
+  if (mode == AllocMode::share) {
+    // Each class is packed into the gaps of the ones before it (fixed) and above them.
+    std::vector<Buffer> items;
+    std::vector<size_t> ids;
+    std::vector<int64_t> off;
+    for (int c = 0; c < 3; ++c) {
+      for (size_t b = 0; b < l.buffers.size(); ++b)
+        if (cls[b] == c) items.push_back(l.buffers[b]), ids.push_back(b);
+      off.resize(items.size(), -1);
+      top[c] = std::max(c ? top[c - 1] : 0, pack_intervals(items, off));
+    }
+    for (size_t k = 0; k < ids.size(); ++k) offsets[ids[k]] = off[k];
+  } else {
+    int64_t at = 0;
+    for (int c = 0; c < 3; ++c) {
+      for (size_t b = 0; b < l.buffers.size(); ++b)
+        if (cls[b] == c) offsets[b] = at, at += align_up(l.buffers[b].bytes);
+      top[c] = at;
+    }
+  }
+  const int64_t arena = top[2];
   plan.mode = alloc_mode_name(mode);
   plan.entries.resize(g.size());
   plan.workspace.resize(g.size());
@@ -110,19 +108,20 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     plan.entries[v].resize(node.outputs.size());
     if (node.op->kind != OpKind::compute) continue;  // views alias their input at run time
     for (size_t j = 0; j < node.outputs.size(); ++j)
-      plan.entries[v][j] = {offsets[l.entry_buffer[v][j]], static_cast<int64_t>(node.outputs[j].bytes())};
+      if (!aliased_input(node, j)) plan.entries[v][j] = {offsets[l.entry_buffer[v][j]], static_cast<int64_t>(node.outputs[j].bytes())};
     if (const int b = l.workspace_buffer[v]; b >= 0) plan.workspace[v] = {offsets[b], l.buffers[b].bytes};
   }
   plan.arena_bytes = arena;
   if (stats) {
-    stats->feature_map_bytes = feature;
+    stats->feature_map_bytes = top[0];
+    stats->workspace_bytes = top[2] - top[1];
     stats->arena_bytes = arena;
-    stats->workspace_bytes = transient - feature;
-    stats->persistent_bytes = arena - transient;
-    for (size_t b = 0; b < l.buffers.size(); ++b)
-      if (is_persistent[b]) l.buffers[b].bytes = 0;  // not part of the transient lower bound
     stats->max_live_bytes = max_live_bytes(l, true);
-    stats->fragmentation = transient ? static_cast<double>(transient - stats->max_live_bytes) / static_cast<double>(transient) : 0.0;
+    Liveness grads_only = l;
+    for (size_t b = 0; b < l.buffers.size(); ++b)
+      if (cls[b] != 1) grads_only.buffers[b].bytes = 0;
+    stats->param_grad_bytes = max_live_bytes(grads_only, false);
+    stats->fragmentation = arena ? static_cast<double>(arena - stats->max_live_bytes) / static_cast<double>(arena) : 0.0;
     stats->buffers = static_cast<int>(l.buffers.size());
     stats->inplace = l.inplace_count;
     stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

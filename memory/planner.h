@@ -17,22 +17,23 @@ AllocMode parse_alloc_mode(const std::string& name);  // throws listing the vali
 const char* alloc_mode_name(AllocMode m);
 
 struct PlanStats {
-  int64_t feature_map_bytes = 0;  // arena bytes for activations and their gradients
-  int64_t workspace_bytes = 0;    // extra arena bytes for op workspace
-  int64_t persistent_bytes = 0;   // the region of `persistent` entries (parameter gradients)
-  int64_t arena_bytes = 0;        // all three: what the executor allocates
-  int64_t max_live_bytes = 0;     // lower bound for feature maps + workspace
-  double fragmentation = 0;       // (feature + workspace - max_live) / (feature + workspace)
+  int64_t feature_map_bytes = 0;  // arena bytes for activations and their gradients, packed alone
+  int64_t param_grad_bytes = 0;   // planned peak of the `gradients` buffers (live at once)
+  int64_t workspace_bytes = 0;    // arena bytes the op workspaces add on top of all entries
+  int64_t arena_bytes = 0;        // what the executor allocates: entries, gradients and workspace
+  int64_t max_live_bytes = 0;     // lower bound for the arena
+  double fragmentation = 0;       // (arena - max_live) / arena
   int buffers = 0;
   int inplace = 0;
   double planning_seconds = 0;
 };
 
-// `persistent`: entries (parameter gradients) whose buffers get a region of their own above the
-// feature maps and workspace (ARCHITECTURE.md: gradients of parameters live beside them).
-// `device`: the backend the plan is for (its workspace sizes); null: the CPU.
+// Packing order: the feature maps first (so feature_map_bytes is the activation quantity of the
+// papers' figures), then `gradients` (parameter gradients: ordinary entries that die at their
+// optimiser update) into the gaps and above, then the workspaces. Every compute node is prepared
+// on `device` (null: the CPU) once; the plan keeps those kernels (MemoryPlan::kernels).
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
-                       const std::vector<EntryRef>& persistent = {}, const Device* device = nullptr);
+                       const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr);
 
 // Offsets for `items` (bytes, [start, end]) such that items live at the same step never overlap;
 // returns the arena size. Items whose offset is already >= 0 stay where they are; the others are

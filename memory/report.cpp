@@ -1,15 +1,24 @@
 // Training-step memory plans and their reports.
 #include "memory/report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace mnemo {
 
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param,
-                               const Device* device) {
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device) {
   const Graph& g = tg.graph;
+  // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
+  // what its updates read and write besides state (the step's status word).
   std::vector<EntryRef> grads;
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
+  for (const Node& n : g.nodes()) {
+    if (!n.op->traits.updates_state) continue;
+    for (const EntryRef& e : n.inputs)
+      if (g.node(e.node).is(OpKind::compute)) grads.push_back(e);
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (!aliased_input(n, j)) grads.push_back({static_cast<int>(&n - g.nodes().data()), static_cast<int>(j)});
+  }
   PlanStats st;
   PlannedStep out;
   out.plan = plan_memory(g, mode, &st, grads, device);
@@ -17,7 +26,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int opti
   r.mode = alloc_mode_name(mode);
   r.feature_map_bytes = st.feature_map_bytes;
   r.workspace_bytes = st.workspace_bytes;
-  r.param_grad_bytes = st.persistent_bytes;
+  r.param_grad_bytes = st.param_grad_bytes;
   r.arena_bytes = st.arena_bytes;
   r.max_live_bytes = st.max_live_bytes;
   r.fragmentation = st.fragmentation;
@@ -28,8 +37,8 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int opti
   for (size_t v = 0; v < g.size(); ++v) {
     const Node& n = g.node(static_cast<int>(v));
     if (n.is(OpKind::param)) {
-      r.param_bytes += static_cast<int64_t>(n.outputs[0].bytes());
-      if (g.trainable(static_cast<int>(v))) r.optimizer_bytes += optimizer_state_per_param * static_cast<int64_t>(n.outputs[0].bytes());
+      const bool state = std::count(tg.optimizer_state.begin(), tg.optimizer_state.end(), static_cast<int>(v)) > 0;
+      (state ? r.optimizer_bytes : r.param_bytes) += static_cast<int64_t>(n.outputs[0].bytes());
     } else if (n.is(OpKind::input)) {
       r.input_bytes += static_cast<int64_t>(n.outputs[0].bytes());
     } else if (n.is(OpKind::compute) && n.op->cost) {
@@ -40,7 +49,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int opti
       if (n.role == NodeRole::recompute) r.recompute_flops += f, ++r.recompute_nodes;
     }
   }
-  r.total_bytes = r.feature_map_bytes + r.workspace_bytes + r.param_bytes + r.param_grad_bytes + r.optimizer_bytes + r.input_bytes;
+  r.total_bytes = r.arena_bytes + r.param_bytes + r.optimizer_bytes + r.input_bytes;
   return out;
 }
 

@@ -1,10 +1,17 @@
 // Memory reports of a training graph under an allocation mode, with the accounting names of
 // ARCHITECTURE.md (shared by reports, CSV columns, plots and docs):
-//   feature_map_bytes  arena bytes for activations and their gradients
-//   param_bytes, param_grad_bytes, optimizer_bytes, workspace_bytes, input_bytes
-//   total_bytes        all of the above: what one training step needs
-//   max_live_bytes     the largest sum of simultaneously live transient entries (lower bound)
-//   fragmentation      (feature + workspace arena - max_live) / (feature + workspace arena)
+//   feature_map_bytes  arena bytes for activations and their gradients (packed alone: the
+//                      papers' feature-map quantity)
+//   param_grad_bytes   the planned peak of parameter-gradient buffers (in the arena: each dies at
+//                      its optimiser update; without updates, e.g. `mnemo grad`, all live at the end)
+//   workspace_bytes    arena bytes the op workspaces add
+//   arena_bytes        the one allocation of the step: feature maps, gradients and workspace packed
+//                      together (so at most their sum)
+//   param_bytes, optimizer_bytes, input_bytes  parameters (and running statistics), optimiser
+//                      state (velocities), bound inputs
+//   total_bytes        arena + params + optimizer + inputs: what one training step needs
+//   max_live_bytes     the largest sum of simultaneously live arena buffers (lower bound of the arena)
+//   fragmentation      (arena - max_live) / arena
 //   recompute_flops    extra forward FLOPs of the mirror plan; overhead = recompute / step FLOPs
 // The JSON form (to_json) is stable: documented in docs/MEMORY.md and read by tools and plots.
 #pragma once
@@ -31,11 +38,9 @@ struct PlannedStep {
   MemoryReport report;
 };
 
-// Plans the training graph's memory (parameter gradients in their own region) and reports it.
-// `optimizer_state_per_param`: optimiser tensors per trainable parameter (SGD with momentum: 1).
-// `device`: the backend the plan is for (null: the CPU).
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, int optimizer_state_per_param,
-                               const Device* device = nullptr);
+// Plans the training graph's memory and reports it. `device`: the backend the plan is for (null:
+// the CPU).
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr);
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

@@ -1,6 +1,7 @@
 // Pointwise activations and their backward ops. Backward reads the forward *output* y, not the
 // input (minimal dependencies: the input buffer can be reused once y exists).
-//   relu:    y = max(x, 0)          relu_grad(y, dy):    dx = dy * (y > 0)
+//   relu:    y = max(x, 0)          relu_grad(y, dy):    dx = y <= 0 ? 0 : dy
+//            (NaN propagates as in PyTorch: relu(NaN) = NaN, and its gradient passes dy through)
 //   sigmoid: y = 1 / (1 + e^-x)     sigmoid_grad(y, dy): dx = dy * y * (1 - y)
 //   tanh:    y = tanh(x)            tanh_grad(y, dy):    dx = dy * (1 - y^2)
 // All run in place (x -> y, dy -> dx).
@@ -10,16 +11,19 @@ namespace mnemo::ops {
 namespace {
 
 struct Relu {
-  template <class T> static T f(T x) { return x > T(0) ? x : T(0); }
-  template <class T> static T df(T y, T dy) { return y > T(0) ? dy : T(0); }
+  template <class T> static T f(T x) { return x < T(0) ? T(0) : x; }  // NaN -> NaN (x > 0 ? x : 0 would hide it)
+  template <class T> static T df(T y, T dy) { return y <= T(0) ? T(0) : dy; }
+  static constexpr bool kCheap = true;
 };
 struct Sigmoid {
   template <class T> static T f(T x) { return T(1) / (T(1) + std::exp(-x)); }
   template <class T> static T df(T y, T dy) { return dy * y * (T(1) - y); }
+  static constexpr bool kCheap = false;  // exp per element: not dropped by drop-bn-relu
 };
 struct Tanh {
   template <class T> static T f(T x) { return std::tanh(x); }
   template <class T> static T df(T y, T dy) { return dy * (T(1) - y * y); }
+  static constexpr bool kCheap = false;
 };
 
 template <class A>
@@ -59,6 +63,8 @@ void register_activation(OpRegistry& registry, const std::string& name, const st
       return {g.add1(grad_name, {c.outputs[0], *c.dout[0]})};
     };
     d.inplace = {{0, 0}};
+    d.traits.elementwise = true;
+    d.traits.cheap_recompute = A::kCheap;
     d.cost = elementwise_cost(flops);
     d.cpu = forward_cpu<A>;
     d.sample = OpSample{{}, {TensorType{DType::f32, {3, 4, 5}}}};
@@ -71,6 +77,7 @@ void register_activation(OpRegistry& registry, const std::string& name, const st
     d.min_inputs = d.max_inputs = 2;
     d.infer = infer_like_input();
     d.inplace = {{1, 0}};
+    d.traits.elementwise = true;
     d.cost = elementwise_cost(2);
     d.cpu = backward_cpu<A>;
     d.sample = OpSample{{}, {TensorType{DType::f32, {3, 4, 5}}, TensorType{DType::f32, {3, 4, 5}}}};

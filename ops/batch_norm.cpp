@@ -359,6 +359,7 @@ MNEMO_REGISTER_OPS(batch_norm) {
   {
     OpDef d;
     d.name = "batch_norm";
+    d.traits.cheap_recompute = true;  // a few passes over x: cheap against the bytes its output holds
     d.doc = "y = gamma * (x - mean) / sqrt(var + eps) + beta per channel; training: batch statistics, "
             "outputs (y, mean, inv_std)";
     d.min_inputs = 3;

@@ -14,8 +14,6 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -165,41 +163,32 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
 
 std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bias, const Params& p, DType dt) {
   if (dt != DType::f32 || p.algo == Algo::im2col) return nullptr;
-  // Primitives (and their scratchpad sizes) depend on the thread count, so it is part of the key.
-  const std::array<int64_t, 17> key{static_cast<int64_t>(pass), g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.sh, g.sw,
-                                    g.ph, g.pw, g.dh, g.dw, bias, omp_get_max_threads(),
-                                    static_cast<int64_t>(p.algo)};
-  static std::mutex mu;
-  static std::map<std::array<int64_t, 17>, std::shared_ptr<const OnednnConv>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  std::shared_ptr<const OnednnConv> e;
-  // No oneDNN implementation: Winograd falls back to direct, direct to im2col (the choice is
-  // cached, so the planned workspace and the kernel agree).
+  // No oneDNN implementation: Winograd falls back to direct, direct to im2col (the choice is the
+  // node's prepared state, so the planned workspace and the kernel agree).
   if (p.algo == Algo::winograd) {
     try {
-      e = build(pass, g, bias, dnnl::algorithm::convolution_winograd);
+      return build(pass, g, bias, dnnl::algorithm::convolution_winograd);
     } catch (const dnnl::error&) {
     }
   }
-  if (!e) {
-    try {
-      e = build(pass, g, bias, dnnl::algorithm::convolution_direct);
-    } catch (const dnnl::error&) {
-    }
+  try {
+    return build(pass, g, bias, dnnl::algorithm::convolution_direct);
+  } catch (const dnnl::error&) {
   }
-  cache.emplace(key, e);
-  return e;
+  return nullptr;
+}
+
+Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DType dt, size_t im2col_bytes) {
+  if (auto e = onednn_conv(pass, g, bias, p, dt)) return {e, onednn_workspace(*e)};
+  return {nullptr, im2col_bytes};
 }
 
 size_t onednn_workspace(const OnednnConv& e) { return static_cast<size_t>(e.bytes); }
 
 void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const void* bias, void* out, void* workspace,
                 size_t workspace_bytes) {
-  MNEMO_CHECK(workspace_bytes >= static_cast<size_t>(e.bytes))
-      << "conv2d (oneDNN): workspace of " << workspace_bytes << " bytes, needs " << e.bytes
-      << " (was the thread count changed after planning?)";
+  MNEMO_ASSERT(workspace_bytes >= static_cast<size_t>(e.bytes))
+      << "conv2d (oneDNN): workspace of " << workspace_bytes << " bytes, needs " << e.bytes;
   // Some oneDNN kernels (Winograd) need 64-byte aligned buffers; planned workspaces are, but the
   // kernel API does not promise it, so align the base (build() reserved the room).
   char* ws = static_cast<char*>(workspace);
@@ -272,11 +261,11 @@ std::vector<TensorType> infer_conv2d(const void* params, std::span<const TensorT
 // im2col path: one col buffer [CRS, PQ] per thread (none for pointwise kernels).
 int64_t forward_col_elems(const Geom& g) { return is_pointwise(g) ? 0 : g.CRS() * g.PQ(); }
 
-size_t workspace_conv2d(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
+Prepared prepare_conv2d(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
   const Params& p = *static_cast<const Params*>(params);
   const Geom g = forward_geom(p, in);
-  if (auto e = onednn_conv(Pass::forward, g, in.size() > 2, p, in[0].dtype)) return onednn_workspace(*e);
-  return static_cast<size_t>(batch_threads(g.N, g.N) * forward_col_elems(g)) * dtype_size(in[0].dtype);
+  return prepare_pass(Pass::forward, g, in.size() > 2, p, in[0].dtype,
+                      static_cast<size_t>(batch_threads(g.N, g.N) * forward_col_elems(g)) * dtype_size(in[0].dtype));
 }
 
 template <class T>
@@ -299,7 +288,7 @@ void conv2d_cpu(const KernelContext& c) {
   const Params& p = c.p<Params>();
   const bool bias = c.in.size() > 2;
   const Geom g = forward_geom(p, c.in[0].type, c.in[1].type, bias ? &c.in[2].type : nullptr);
-  if (auto e = onednn_conv(Pass::forward, g, bias, p, c.in[0].dtype())) {
+  if (const auto* e = static_cast<const OnednnConv*>(c.state)) {
     onednn_run(*e, c.in[0].data, c.in[1].data, bias ? c.in[2].data : nullptr, c.out[0].data, c.workspace,
                c.workspace_bytes);
     return;
@@ -343,7 +332,7 @@ MNEMO_REGISTER_OPS(conv2d) {
   d.cost = [](const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
     return Cost{forward_geom(*static_cast<const Params*>(params), in).flops(), ops::io_bytes(in, out)};
   };
-  d.workspace = workspace_conv2d;
+  d.prepare = prepare_conv2d;
   d.cpu = conv2d_cpu;
   d.sample = OpSample{{{"stride", std::vector<int64_t>{2, 1}}, {"padding", int64_t{1}}, {"dilation", std::vector<int64_t>{1, 2}}},
                       {TensorType{DType::f32, {2, 3, 6, 5}}, TensorType{DType::f32, {4, 3, 3, 2}},

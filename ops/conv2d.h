@@ -87,15 +87,19 @@ template <class T>
 void col2im(const Geom& g, const T* col, T* dx) { im2col_impl<T, true>(g, dx, col); }
 
 // The oneDNN float32 path. A Pass is one primitive (plus reorders between mnemo's plain nchw/oihw
-// tensors and the blocked layouts oneDNN's fast kernels use), created once per shape and cached.
+// tensors and the blocked layouts oneDNN's fast kernels use), created once per node when the plan
+// is made (OpDef::prepare): it is the node's state, KernelContext::state in the kernel.
 enum class Pass : uint8_t { forward, backward_data, backward_weights };
 
 // One cached oneDNN primitive with its reorders; opaque outside conv2d.cpp.
 struct OnednnConv;
 // The oneDNN path for (pass, g, bias, p.algo), or null when it is not used (float64, algo=im2col, or
-// oneDNN offered no implementation: then im2col runs). Created on first use, then cached.
+// oneDNN offered no implementation: then im2col runs).
 std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bias, const Params& p, DType dt);
 size_t onednn_workspace(const OnednnConv& e);
+// A conv node's preparation: the oneDNN primitive (state) and its workspace, or no state and
+// `im2col_bytes` when the im2col kernels run. Kernels run oneDNN exactly when their state is set.
+Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DType dt, size_t im2col_bytes);
 // Runs the pass. Inputs: forward (x, w, b or nullptr) -> y; backward_data (dy, w) -> dx;
 // backward_weights (dy, x) -> dw.
 void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const void* bias, void* out, void* workspace,

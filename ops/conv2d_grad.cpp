@@ -44,12 +44,12 @@ std::vector<TensorType> infer_grad_data(const void* params, std::span<const Tens
 }
 
 // im2col path: one col buffer [CRS, PQ] per thread (none for pointwise kernels).
-size_t workspace_grad_data(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
+Prepared prepare_grad_data(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
   const Params& p = *static_cast<const Params*>(params);
   const Geom g = data_geom(p, in[0], in[1]);
-  if (auto e = onednn_conv(Pass::backward_data, g, false, p, in[0].dtype)) return onednn_workspace(*e);
   const int64_t per = is_pointwise(g) ? 0 : g.CRS() * g.PQ();
-  return static_cast<size_t>(batch_threads(g.N, g.N) * per) * dtype_size(in[0].dtype);
+  return prepare_pass(Pass::backward_data, g, false, p, in[0].dtype,
+                      static_cast<size_t>(batch_threads(g.N, g.N) * per) * dtype_size(in[0].dtype));
 }
 
 template <class T>
@@ -74,7 +74,7 @@ void grad_data_im2col(const Geom& g, const T* dy, const T* w, T* dx, T* ws, size
 void grad_data_cpu(const KernelContext& c) {
   const Params& p = c.p<Params>();
   const Geom g = data_geom(p, c.in[0].type, c.in[1].type);
-  if (auto e = onednn_conv(Pass::backward_data, g, false, p, c.in[0].dtype())) {
+  if (const auto* e = static_cast<const OnednnConv*>(c.state)) {
     onednn_run(*e, c.in[0].data, c.in[1].data, nullptr, c.out[0].data, c.workspace, c.workspace_bytes);
     return;
   }
@@ -116,11 +116,11 @@ std::vector<TensorType> infer_grad_weight(const void* params, std::span<const Te
 // im2col path, per thread slot: a col buffer [CRS, PQ] and a partial dw [K, CRS].
 int64_t weight_slot_elems(const Geom& g) { return (is_pointwise(g) ? 0 : g.CRS() * g.PQ()) + g.K * g.CRS(); }
 
-size_t workspace_grad_weight(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
+Prepared prepare_grad_weight(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
   const Params& p = *static_cast<const Params*>(params);
   const Geom g = weight_geom(p, in[0], in[1]);
-  if (auto e = onednn_conv(Pass::backward_weights, g, false, p, in[0].dtype)) return onednn_workspace(*e);
-  return static_cast<size_t>(batch_threads(g.N, g.N) * weight_slot_elems(g)) * dtype_size(in[0].dtype);
+  return prepare_pass(Pass::backward_weights, g, false, p, in[0].dtype,
+                      static_cast<size_t>(batch_threads(g.N, g.N) * weight_slot_elems(g)) * dtype_size(in[0].dtype));
 }
 
 template <class T>
@@ -153,7 +153,7 @@ void grad_weight_im2col(const Geom& g, const T* dy, const T* x, T* dw, T* ws, si
 void grad_weight_cpu(const KernelContext& c) {
   const Params& p = c.p<Params>();
   const Geom g = weight_geom(p, c.in[0].type, c.in[1].type);
-  if (auto e = onednn_conv(Pass::backward_weights, g, false, p, c.in[0].dtype())) {
+  if (const auto* e = static_cast<const OnednnConv*>(c.state)) {
     onednn_run(*e, c.in[0].data, c.in[1].data, nullptr, c.out[0].data, c.workspace, c.workspace_bytes);
     return;
   }
@@ -214,7 +214,7 @@ MNEMO_REGISTER_OPS(conv2d_grad) {
     d.cost = [](const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
       return conv_cost(data_geom(*static_cast<const Params*>(params), in[0], in[1]), in, out);
     };
-    d.workspace = workspace_grad_data;
+    d.prepare = prepare_grad_data;
     d.cpu = grad_data_cpu;
     Attrs a = conv_attrs;
     a["input_hw"] = std::vector<int64_t>{6, 5};
@@ -231,7 +231,7 @@ MNEMO_REGISTER_OPS(conv2d_grad) {
     d.cost = [](const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
       return conv_cost(weight_geom(*static_cast<const Params*>(params), in[0], in[1]), in, out);
     };
-    d.workspace = workspace_grad_weight;
+    d.prepare = prepare_grad_weight;
     d.cpu = grad_weight_cpu;
     Attrs a = conv_attrs;
     a["kernel"] = std::vector<int64_t>{3, 2};
@@ -241,6 +241,7 @@ MNEMO_REGISTER_OPS(conv2d_grad) {
   {
     OpDef d;
     d.name = "conv2d_grad_bias";
+    d.traits.reduction = true;
     d.doc = "backward of conv2d's bias: db[K] = sum over n, p, q of dy[N,K,P,Q]";
     d.min_inputs = d.max_inputs = 1;
     d.infer = infer_grad_bias;

@@ -89,6 +89,7 @@ MNEMO_REGISTER_OPS(elementwise) {
   {
     OpDef d;
     d.name = "add";
+    d.traits.elementwise = true;
     d.doc = "y = a + b (same types, no broadcasting)";
     d.min_inputs = d.max_inputs = 2;
     d.infer = infer_same("add");
@@ -102,6 +103,7 @@ MNEMO_REGISTER_OPS(elementwise) {
   {
     OpDef d;
     d.name = "mul";
+    d.traits.elementwise = true;
     d.doc = "y = a * b elementwise (same types, no broadcasting)";
     d.min_inputs = d.max_inputs = 2;
     d.infer = infer_same("mul");
@@ -118,6 +120,7 @@ MNEMO_REGISTER_OPS(elementwise) {
   {
     OpDef d;
     d.name = "add_n";
+    d.traits.elementwise = true;
     d.doc = "y = x1 + ... + xk, summed in input order (k >= 1, same types)";
     d.min_inputs = 1;
     d.max_inputs = -1;
@@ -134,6 +137,7 @@ MNEMO_REGISTER_OPS(elementwise) {
   {
     OpDef d;
     d.name = "copy";
+    d.traits.elementwise = true;
     d.doc = "y = x in a buffer of its own";
     d.min_inputs = d.max_inputs = 1;
     d.infer = infer_any;
@@ -146,6 +150,7 @@ MNEMO_REGISTER_OPS(elementwise) {
   {
     OpDef d;
     d.name = "identity";
+    d.traits.elementwise = true;
     d.doc = "y = x (a view: aliases x, no kernel)";
     d.kind = OpKind::view;
     d.min_inputs = d.max_inputs = 1;

@@ -205,6 +205,7 @@ MNEMO_REGISTER_OPS(fully_connected) {
   {
     OpDef d;
     d.name = "fully_connected_grad_bias";
+    d.traits.reduction = true;
     d.doc = "backward of fully_connected: db[M] = sum over n of dy[n,M]";
     d.min_inputs = d.max_inputs = 1;
     d.infer = infer_grad_bias;

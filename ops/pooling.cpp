@@ -374,6 +374,7 @@ MNEMO_REGISTER_OPS(pooling) {
     if (!c.dout[0]) return {std::nullopt};
     return {g.add1("max_pool2d_grad", {c.inputs[0], c.outputs[0], *c.dout[0]}, c.node.attrs)};
   };
+  max.traits = {.cheap_recompute = true, .reduction = true};
   registry.add(std::move(max));
   registry.add(pool_op("max_pool2d_grad", "backward of max_pool2d: dy to the first maximal cell of each window", 3,
                        parse_with(parse_max, "max_pool2d_grad"), infer_max_grad, window_cost(1, 1),
@@ -386,6 +387,7 @@ MNEMO_REGISTER_OPS(pooling) {
     if (!c.dout[0]) return {std::nullopt};
     return {g.add1("avg_pool2d_grad", {*c.dout[0]}, with_input_hw(c.node.attrs, g.type(c.inputs[0])))};
   };
+  avg.traits = {.cheap_recompute = true, .reduction = true};
   registry.add(std::move(avg));
   Attrs avg_grad_attrs = avg_win;
   avg_grad_attrs["input_hw"] = std::vector<int64_t>{xs[2], xs[3]};
@@ -400,6 +402,7 @@ MNEMO_REGISTER_OPS(pooling) {
     if (!c.dout[0]) return {std::nullopt};
     return {g.add1("global_avg_pool_grad", {*c.dout[0]}, with_input_hw({}, g.type(c.inputs[0])))};
   };
+  global.traits = {.cheap_recompute = true, .reduction = true};
   registry.add(std::move(global));
   registry.add(pool_op("global_avg_pool_grad", "backward of global_avg_pool: dx = dy / (H*W) (attr input_hw)", 1,
                        parse_with(parse_global_grad, "global_avg_pool_grad"), infer_global_grad,

@@ -112,6 +112,7 @@ MNEMO_REGISTER_OPS(softmax_cross_entropy) {
   {
     OpDef d;
     d.name = "softmax_cross_entropy";
+    d.traits.reduction = true;
     d.doc = "loss = mean over n of -log softmax(logits[n])[labels[n]]";
     d.min_inputs = d.max_inputs = 2;
     d.infer = infer_loss;

@@ -52,8 +52,8 @@ else
   expect cuda-plan 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" plan "$cfg" --device cuda
   expect cuda-bench 1 'no CUDA device is usable|has no CUDA backend' -- "$mnemo" bench "$cfg" --device cuda:0
 fi
-expect plan-host 0 'planned for host' -- "$mnemo" plan "$cfg" --device host --memory share
-expect bench-host-eager 0 '"captured_graphs":0.*"device":"host' -- "$mnemo" bench "$cfg" --device host --eager --steps 2 --warmup 0 --json
+expect plan-host 0 'planned for cpu' -- "$mnemo" plan "$cfg" --device host --memory share
+expect bench-host-eager 0 '"captured_graphs":0.*"device":"cpu' -- "$mnemo" bench "$cfg" --device host --eager --steps 2 --warmup 0 --json
 expect curve-host 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --device host --out "$tmp/curve-host" --no-plot
 # tools/gpu_report.py on hand-written benchmark lines: mnemo's step over PyTorch's on the same model.
 mkdir -p "$tmp/gpu-out"

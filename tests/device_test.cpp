@@ -1,10 +1,11 @@
-// The device code path without a GPU: the host device (core/host_device.h) runs the path a GPU
-// run takes (device arena, device-resident parameters and SGD, double-buffered staged inputs,
-// fetch, checkpoint download with a batch already staged) with the CPU kernels, so its results
-// must be bitwise those of the CPU path. Plus device selection errors, device workspace in plans,
-// and (in CUDA builds) that every compute op has a CUDA kernel.
+// The device code path without a GPU: every CPU run goes through the CPU device
+// (core/cpu_device.h), the path a GPU run takes (prepared kernels, device arena, parameters and
+// SGD state bound where the device reads them, the update inside the step, double-buffered staged
+// inputs, fetch, checkpoint download with a batch already staged); `host` is another name for it,
+// and its results are bitwise those of `cpu`. Plus device selection errors, device workspace in
+// plans, the executor's capture logic, and (in CUDA builds) that each op's backend claims hold.
 #include "autograd/gradient.h"
-#include "core/host_device.h"
+#include "core/cpu_device.h"
 #include "memory/planner.h"
 #include "memory/mirror_planner.h"
 #include "models/small_nets.h"
@@ -126,9 +127,8 @@ TEST(Device, GradOnHostDeviceEqualsCpu) {
 class HostBacked : public Device {
  public:
   std::string name() const override { return "host-backed"; }
-  size_t workspace_bytes(const Graph& g, int id) const override { return host_->workspace_bytes(g, id); }
-  Kernel kernel(const Graph& g, int id) const override { return host_->kernel(g, id); }
-  Kernel kernel(const std::string& op) const override { return host_->kernel(op); }
+  PreparedKernel prepare(const Graph& g, int id) const override { return host_->prepare(g, id); }
+  bool host_memory() const override { return true; }
   void* kernel_context() override { return nullptr; }
   void* allocate(int64_t b, const std::string& w) override { return host_->allocate(b, w); }
   void release(void* p) noexcept override { host_->release(p); }
@@ -141,14 +141,16 @@ class HostBacked : public Device {
   int64_t allocated_bytes() const override { return host_->allocated_bytes(); }
 
  protected:
-  std::unique_ptr<Device> host_ = make_host_device();
+  std::unique_ptr<Device> host_ = make_cpu_device();
 };
 
 // A device whose workspace differs from the CPU's: the plan must reserve the device's bytes.
 class WideWorkspace final : public HostBacked {
  public:
-  size_t workspace_bytes(const Graph& g, int id) const override {
-    return g.node(id).op->kind == OpKind::compute ? 1000 + node_workspace_bytes(g, id) : 0;
+  PreparedKernel prepare(const Graph& g, int id) const override {
+    PreparedKernel k = host_->prepare(g, id);
+    k.workspace += 1000;
+    return k;
   }
 };
 
@@ -163,7 +165,8 @@ TEST(Device, PlansReserveTheDevicesWorkspaceAndTheExecutorAllocatesThePlan) {
   for (size_t v = 0; v < g.size(); ++v) {
     if (g.node(static_cast<int>(v)).op->kind != OpKind::compute) continue;
     ++compute;
-    EXPECT_EQ(plan.workspace[v].bytes, static_cast<int64_t>(wide.workspace_bytes(g, static_cast<int>(v))));
+    EXPECT_EQ(plan.workspace[v].bytes, static_cast<int64_t>(wide.prepare(g, static_cast<int>(v)).workspace));
+    EXPECT_EQ(plan.kernels[v].workspace, static_cast<size_t>(plan.workspace[v].bytes)) << "the plan keeps the prepared kernel";
   }
   EXPECT_GT(compute, 3);
   EXPECT_NO_THROW(validate_plan(g, plan, &wide));
@@ -180,23 +183,24 @@ TEST(Device, PlansReserveTheDevicesWorkspaceAndTheExecutorAllocatesThePlan) {
 // device's workspace query) must reach the caller as mnemo::Error, not terminate the process.
 class FailingWorkspace final : public HostBacked {
  public:
-  size_t workspace_bytes(const Graph& g, int id) const override {
+  PreparedKernel prepare(const Graph& g, int id) const override {
     MNEMO_CHECK(g.node(id).op->name != "conv2d") << "no workspace answer for '" << g.node(id).name << "'";
-    return host_->workspace_bytes(g, id);
+    return host_->prepare(g, id);
   }
 };
 
 TEST(Device, PlanningErrorsInTheParallelSearchReachTheCaller) {
   Model m = build_small_cnn(4, 8, 4, 3);
   FailingWorkspace dev;
+  const SgdSpec sgd;
   for (const char* mode : {"sublinear", "share"}) {
-    const std::string e = error_of([&] { plan_mirror(m.builder.graph(), m.loss, parse_memory_mode(mode), {}, 1, &dev); });
+    const std::string e = error_of([&] { plan_mirror(m.builder.graph(), m.loss, parse_memory_mode(mode), {}, &sgd, &dev); });
     EXPECT_NE(e.find("no workspace answer"), std::string::npos) << mode << ": " << e;
   }
 }
 
 TEST(Device, StagedInputsAreCopiesInAlternatingSlots) {
-  std::unique_ptr<Device> d = make_host_device();
+  std::unique_ptr<Device> d = make_cpu_device();
   const TensorType types[2] = {{DType::f32, {2, 3}}, {DType::i32, {2}}};
   d->reserve_inputs(types, 2);
   Tensor x(types[0]), y(types[1]);
@@ -216,8 +220,9 @@ TEST(Device, StagedInputsAreCopiesInAlternatingSlots) {
 }
 
 TEST(Device, SelectionErrorsAreClear) {
-  EXPECT_EQ(open_device("cpu"), nullptr);
+  EXPECT_NE(open_device("cpu"), nullptr);
   EXPECT_NE(open_device("host"), nullptr);
+  EXPECT_TRUE(open_device("cpu")->host_memory());
   EXPECT_NE(error_of([] { open_device("tpu"); }).find("'tpu' is not a device (expected cpu, cuda, cuda:N or host)"),
             std::string::npos);
   EXPECT_NE(error_of([] { open_device("cuda:x"); }).find("is not a device"), std::string::npos);
@@ -307,14 +312,19 @@ TEST(Device, CapturedStepsReplayPerBindingAndFallBack) {
 }
 
 #ifdef MNEMO_HAVE_CUDA
-// Building the table touches no device, so this runs everywhere: no compute op is left without
-// a CUDA kernel, and the optimiser update has one.
-TEST(Device, EveryComputeOpHasACudaKernel) {
+// Building the table touches no device, so this runs everywhere: each compute op has a CUDA kernel
+// exactly when its registration says so (OpDef::backends), and the optimiser ops have one.
+TEST(Device, EveryComputeOpsCudaClaimHolds) {
+  int checked = 0;
   for (const OpDef* d : op_registry().all())
     if (d->kind == OpKind::compute) {
-      EXPECT_NE(cuda::kernel_table().find(d->name), nullptr) << d->name << " has no CUDA kernel";
+      EXPECT_EQ(cuda::kernel_table().find(d->name) != nullptr, d->backends.cuda)
+          << d->name << (d->backends.cuda ? " claims a CUDA kernel but has none" : " has a CUDA kernel it does not claim");
+      ++checked;
     }
+  EXPECT_GT(checked, 30);
   EXPECT_NE(cuda::kernel_table().find("sgd_update"), nullptr);
+  EXPECT_NE(cuda::kernel_table().find("finite_check"), nullptr);
 }
 #endif
 

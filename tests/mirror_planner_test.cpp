@@ -8,6 +8,7 @@
 #include "test_util.h"
 #include "train/param_store.h"
 #include "train/pipeline.h"
+#include "train/sgd.h"
 
 namespace mnemo::test {
 namespace {
@@ -25,16 +26,29 @@ Config small_lstm() {
 Config graph_config() { return load_config(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml"); }
 
 struct Outputs {
-  std::vector<Tensor> values;  // loss, every gradient, then running statistics after the step
+  // loss, every gradient (no update) or every parameter and velocity after the update, then the
+  // running statistics after the step
+  std::vector<Tensor> values;
 };
 
 Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
   const Graph& fwd = p.model.builder.graph();
   ParamStore params(fwd, p.model.builder.params(), 5);
+  Sgd sgd(params, {0.1, 0.9, 1e-3});
+  for (Tensor& v : sgd.state()) fill_normal(v, 21, 0.01);  // a velocity from earlier steps
   Executor ex(mr.training.graph, mr.planned.plan);
   EXPECT_EQ(ex.allocated_bytes(), mr.planned.report.arena_bytes);
   validate_plan(mr.training.graph, mr.planned.plan);
   params.bind(ex);
+  Tensor lr(DType::f32, {1});
+  lr.as<float>()[0] = 0.05f;
+  const bool update = mr.training.lr >= 0;
+  if (update) {
+    size_t k = 0;
+    for (const ParamSpec& s : params.specs())
+      if (s.trainable) ex.bind("velocity/" + s.name, sgd.state().at(k++).view());
+    ex.bind(mr.training.lr, lr.view());
+  }
   Tensor x(fwd.node(fwd.find(p.model.data)).outputs[0]), y(fwd.node(fwd.find(p.model.labels)).outputs[0]);
   fill_normal(x, 17);
   fill_ints(y, 18, p.data.classes);
@@ -43,7 +57,13 @@ Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
   ex.run();
   Outputs o;
   o.values.push_back(clone(ex.entry(mr.training.loss)));
-  for (const ParamGrad& g : mr.training.grads) o.values.push_back(clone(ex.entry(g.grad)));
+  if (update) {
+    EXPECT_EQ(ex.fetch(mr.training.status).as<int32_t>()[0], 0);
+    for (const ParamSpec& s : params.specs()) o.values.push_back(clone(params.at(s.name)));
+    for (const Tensor& v : sgd.state()) o.values.push_back(clone(v));
+  } else {
+    for (const ParamGrad& g : mr.training.grads) o.values.push_back(clone(ex.entry(g.grad)));
+  }
   for (const StateUpdate& u : fwd.state_updates) o.values.push_back(clone(params.at(fwd.node(u.param).name)));
   return o;
 }
@@ -53,18 +73,20 @@ class EveryMode : public ::testing::TestWithParam<int> {};
 TEST_P(EveryMode, BitwiseIdenticalToNone) {
   const Config c = GetParam() == 0 ? small_resnet() : GetParam() == 1 ? small_lstm() : graph_config();
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  const Outputs ref = step(c, p, plan_pipeline(c, p, "none"));
   std::vector<std::string> modes = all_memory_modes();
   modes.push_back("recursive=1");
   modes.push_back("recursive=3");
-  for (const std::string& m : modes) {
-    const MirrorResult mr = plan_pipeline(c, p, m);
-    const Outputs o = step(c, p, mr);
-    ASSERT_EQ(o.values.size(), ref.values.size());
-    for (size_t k = 0; k < o.values.size(); ++k)
-      EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << c.file << " mode " << m << " output " << k;
-    if (m == "sublinear" || m.rfind("recursive", 0) == 0) {
-      EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
+  for (bool update : {false, true}) {  // gradients as outputs; the SGD update inside the step
+    const Outputs ref = step(c, p, plan_pipeline(c, p, "none", nullptr, update));
+    for (const std::string& m : modes) {
+      const MirrorResult mr = plan_pipeline(c, p, m, nullptr, update);
+      const Outputs o = step(c, p, mr);
+      ASSERT_EQ(o.values.size(), ref.values.size());
+      for (size_t k = 0; k < o.values.size(); ++k)
+        EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << c.file << " mode " << m << " update " << update << " output " << k;
+      if (m == "sublinear" || m.rfind("recursive", 0) == 0) {
+        EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
+      }
     }
   }
 }
@@ -128,10 +150,10 @@ TEST(MirrorPlanner, SublinearSearchLogsEveryBudgetAndMemoryOrdering) {
   int64_t best = INT64_MAX;
   for (const SearchStep& s : sub.search) {
     chosen += s.chosen;
-    best = std::min(best, s.feature_map_bytes + s.workspace_bytes);
+    best = std::min(best, s.arena_bytes);
   }
   EXPECT_EQ(chosen, 1);
-  EXPECT_EQ(sub.planned.report.feature_map_bytes + sub.planned.report.workspace_bytes, best);
+  EXPECT_EQ(sub.planned.report.arena_bytes, best) << "the least arena (feature maps, gradients, workspace) wins";
   EXPECT_LT(sub.planned.report.feature_map_bytes * 3, share.planned.report.feature_map_bytes);
   EXPECT_LT(rec.planned.report.feature_map_bytes, sub.planned.report.feature_map_bytes);
   // One extra forward, roughly: recompute between 20% and 50% of the plain step.

@@ -2,8 +2,9 @@
 // docs/FORMATS.md) hold the initial parameters, one batch, and what PyTorch computed from them in
 // float32: the loss, the gradient of every trainable parameter, the losses of 10 SGD steps (lr 0.05,
 // momentum 0.9, weight decay 1e-4, same batch) and the BatchNorm running statistics after them.
-// Here the same models are built with mnemo (build_resnet, build_lstm_model), trained with plain
-// backprop (empty mirror plan, separate memory plan) and train/sgd.h, and compared.
+// Here the same models are built with mnemo (build_resnet, build_lstm_model), differentiated with
+// plain backprop (empty mirror plan, separate memory plan) for the gradients, trained with the SGD
+// update inside the step (autograd/update.h) for the 10 losses, and compared.
 // Metric, per tensor: max_i |mnemo_i - torch_i| / max(max_i |torch_i|, 1e-6) (the error relative to
 // the tensor's largest magnitude, so tiny entries of a gradient do not dominate); each of the 10
 // losses is compared the same way as a rank-0 tensor. Tolerance 1e-4 for all of them.
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "autograd/gradient.h"
+#include "autograd/update.h"
 #include "core/memory_plan.h"
 #include "models/lstm.h"
 #include "models/resnet.h"
@@ -28,17 +30,7 @@ const SgdOptions kSgd{0.05, 0.9, 1e-4};
 
 std::string fixture(const std::string& name) { return std::string(MNEMO_FIXTURE_DIR) + "/" + name; }
 
-// max |a - b| / max(max |b|, 1e-6), any float dtypes.
-double norm_rel(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return INFINITY;
-  double diff = 0, scale = 1e-6;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    diff = std::max(diff, std::abs(get(got, i) - get(want, i)));
-    scale = std::max(scale, std::abs(get(want, i)));
-  }
-  return diff / scale;
-}
+double norm_rel(const Tensor& got, const Tensor& want) { return norm_rel_diff(got, want); }
 
 const Tensor& find(const TensorFile& f, const std::string& name, const std::string& file) {
   auto it = f.tensors.find(name);
@@ -61,36 +53,50 @@ void match_pytorch(BuiltModel& m, const std::string& tag) {
   const TensorFile expected = read_safetensors(fixture(tag + "_expected.safetensors"));
 
   const Graph& fwd = m.builder.graph();
-  TrainingGraph tg = build_training_graph(fwd, m.loss, {});
-  ParamStore params(fwd, m.builder.params(), 1);
+  const TrainingGraph tg = build_training_graph(fwd, m.loss, {});  // gradients as outputs
+  TrainingGraph step = tg;                                          // the training step, SGD inside
+  add_sgd_updates(step, {kSgd.momentum, kSgd.weight_decay});
+  // Two stores from the fixture's values: one for the gradient run, one trained (each run also
+  // updates its BatchNorm running statistics).
+  ParamStore params(fwd, m.builder.params(), 1), grad_params(fwd, m.builder.params(), 1);
   std::set<std::string> names;
   for (const ParamSpec& s : params.specs()) {
     names.insert(s.name);
     const Tensor& v = find(init, s.name, tag + "_init");
-    Tensor& p = params.at(s.name);
-    ASSERT_EQ(v.type(), p.type()) << s.name;
-    std::memcpy(p.data(), v.data(), p.bytes());
+    for (ParamStore* store : {&params, &grad_params}) {
+      Tensor& p = store->at(s.name);
+      ASSERT_EQ(v.type(), p.type()) << s.name;
+      std::memcpy(p.data(), v.data(), p.bytes());
+    }
   }
   for (const auto& [name, t] : init.tensors) EXPECT_TRUE(names.count(name)) << "fixture parameter '" << name << "' is not in the mnemo model";
 
-  Executor ex(tg.graph, plan_separate(tg.graph));
-  params.bind(ex);
   const Tensor& data = find(batch, "data", tag + "_batch");
   const Tensor& labels = find(batch, "labels", tag + "_batch");
+  Executor ex(tg.graph, plan_separate(tg.graph));
+  grad_params.bind(ex);
   ex.bind(m.data, data.view());
   ex.bind(m.labels, labels.view());
   Sgd sgd(params, kSgd);
+  Tensor lr(DType::f32, {1});
+  lr.as<float>()[0] = static_cast<float>(kSgd.lr);
+  Executor train(step.graph, plan_separate(step.graph));
+  params.bind(train);
+  size_t k = 0;
+  for (const ParamSpec& s : params.specs())
+    if (s.trainable) train.bind("velocity/" + s.name, sgd.state().at(k++).view());
+  train.bind(step.lr, lr.view());
+  train.bind(m.data, data.view());
+  train.bind(m.labels, labels.view());
   const Tensor& want_losses = find(expected, "losses_10", tag + "_expected");
   ASSERT_EQ(want_losses.type(), (TensorType{DType::f64, {kSteps}}));
 
   Worst loss_err, grad_err, steps_err, running_err;
-  for (int step = 0; step < kSteps; ++step) {
-    ex.run();
+  for (int step_no = 0; step_no < kSteps; ++step_no) {
     Tensor loss(DType::f64, {});
-    loss.as<double>()[0] = ex.entry(tg.loss).as<float>()[0];
-    std::vector<TensorView> grads;
-    for (const ParamGrad& pg : tg.grads) grads.push_back(ex.entry(pg.grad));
-    if (step == 0) {
+    if (step_no == 0) {
+      ex.run();
+      loss.as<double>()[0] = ex.entry(tg.loss).as<float>()[0];
       loss_err.add(norm_rel(loss, find(expected, "loss", tag + "_expected")), "loss");
       int trainable = 0;
       for (const ParamGrad& pg : tg.grads) {
@@ -106,13 +112,15 @@ void match_pytorch(BuiltModel& m, const std::string& tag) {
       for (const auto& [name, t] : expected.tensors) in_fixture += name.rfind("grad/", 0) == 0;
       EXPECT_EQ(trainable, in_fixture) << tag << ": trainable parameters in mnemo vs gradients in the fixture";
     }
+    train.run();
+    ASSERT_EQ(train.fetch(step.status).as<int32_t>()[0], 0) << tag << ": step " << step_no + 1 << " reports a non-finite value";
+    loss.as<double>()[0] = train.entry(step.loss).as<float>()[0];
     Tensor want(DType::f64, {});
-    want.as<double>()[0] = want_losses.as<double>()[step];
+    want.as<double>()[0] = want_losses.as<double>()[step_no];
     const double e = norm_rel(loss, want);
-    EXPECT_LE(e, kTolerance) << tag << ": loss of step " << step + 1 << ": mnemo " << get(loss, 0) << ", torch "
+    EXPECT_LE(e, kTolerance) << tag << ": loss of step " << step_no + 1 << ": mnemo " << get(loss, 0) << ", torch "
                              << get(want, 0);
-    steps_err.add(e, "step " + std::to_string(step + 1));
-    sgd.step(params, grads, kSgd.lr);
+    steps_err.add(e, "step " + std::to_string(step_no + 1));
   }
   EXPECT_LE(loss_err.err, kTolerance) << tag << ": loss";
   for (const ParamSpec& s : params.specs()) {

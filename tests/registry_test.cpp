@@ -205,16 +205,17 @@ TEST_P(KernelParity, InplaceOptionsHold) {
     std::vector<TensorView> ref_views, alias_views;
     for (const TensorType& t : n.outputs) ref_out.emplace_back(t), alias_out.emplace_back(t);
     for (auto& t : ref_out) ref_views.push_back(t.view());
-    const size_t ws_bytes = node_workspace_bytes(s.g, s.node);
+    const PreparedKernel k = cpu_device().prepare(s.g, s.node);
+    const size_t ws_bytes = k.workspace;
     Tensor ws(DType::f32, {static_cast<int64_t>(ws_bytes / 4 + 1)});
-    n.op->cpu(KernelContext{in, ref_views, n.params.get(), ws.data(), ws_bytes});
+    k.run(KernelContext{in, ref_views, n.params.get(), ws.data(), ws_bytes, nullptr, k.state.get()});
     Tensor aliased_input(s.values[o.input].type());
     std::memcpy(aliased_input.data(), s.values[o.input].data(), aliased_input.bytes());
     std::vector<TensorView> in2 = in;
     in2[o.input] = aliased_input.view();
     for (auto& t : alias_out) alias_views.push_back(t.view());
     alias_views[o.output] = aliased_input.view();
-    n.op->cpu(KernelContext{in2, alias_views, n.params.get(), ws.data(), ws_bytes});
+    k.run(KernelContext{in2, alias_views, n.params.get(), ws.data(), ws_bytes, nullptr, k.state.get()});
     EXPECT_TRUE(bitwise_equal(ref_out[o.output], aliased_input)) << d.name << " in-place " << o.input << "->" << o.output;
   }
 }

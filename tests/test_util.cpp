@@ -56,7 +56,9 @@ Tensor cast(const Tensor& t, DType to) {
 std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::string, const Tensor*>>& bindings,
                               const std::vector<EntryRef>& entries) {
   Executor ex(g, plan_separate(g));
-  for (const auto& [name, t] : bindings) ex.bind(name, t->view());
+  std::vector<Tensor> copies;  // bound copies: ops that update state in place (OpDef::updates) write into them
+  copies.reserve(bindings.size());
+  for (const auto& [name, t] : bindings) ex.bind(name, copies.emplace_back(clone(*t)).view());
   ex.run();
   std::vector<Tensor> out;
   for (const EntryRef& e : entries) {
@@ -82,14 +84,27 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
 
 double max_rel_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.type(), b.type());
-  if (a.numel() != b.numel()) return INFINITY;
+  if (a.shape() != b.shape()) return INFINITY;
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double x = get(a, i), y = get(b, i);
-    if (std::isnan(x) || std::isnan(y)) return INFINITY;
+    if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
     m = std::max(m, std::abs(x - y) / std::max({std::abs(x), std::abs(y), 1.0}));
   }
   return m;
+}
+
+double norm_rel_diff(const Tensor& got, const Tensor& want, double floor) {
+  EXPECT_EQ(got.shape(), want.shape());
+  if (got.shape() != want.shape()) return INFINITY;
+  double diff = 0, scale = floor;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double x = get(got, i), y = get(want, i);
+    if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+    diff = std::max(diff, std::abs(x - y));
+    scale = std::max(scale, std::abs(y));
+  }
+  return diff / scale;
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {

@@ -37,8 +37,14 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
 std::vector<Tensor> run_graph(const Graph& g, const std::vector<std::pair<std::string, const Tensor*>>& bindings,
                               const std::vector<EntryRef>& entries);
 
+// The comparisons every test uses between mnemo and PyTorch or between modes. Both are NaN-aware:
+// a NaN or Inf anywhere on either side, or a shape mismatch, gives +infinity (so `EXPECT_LE(d, tol)`
+// fails); a plain max(err, |a - b|) would silently skip NaN.
 // max over i of |a_i - b_i| / max(|a_i|, |b_i|, 1)
 double max_rel_diff(const Tensor& a, const Tensor& b);
+// max_i |got_i - want_i| / max(max_i |want_i|, floor): the error relative to the tensor's largest
+// magnitude (tiny entries of a gradient do not dominate), any float dtypes.
+double norm_rel_diff(const Tensor& got, const Tensor& want, double floor = 1e-6);
 bool bitwise_equal(const Tensor& a, const Tensor& b);
 
 }  // namespace mnemo::test

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/graph.h"
 #include "core/memory_plan.h"
 
@@ -46,14 +47,15 @@ class OpRun {
       for (int64_t i = 0; i < t.numel(); ++i) in_.back().as<float>()[i] = nd(rng);
     }
     for (const TensorType& t : g_.node(id_).outputs) out_.emplace_back(t);
-    ws_bytes_ = node_workspace_bytes(g_, id_);
+    kernel_ = mnemo::cpu_device().prepare(g_, id_);  // what the executor runs: the node's prepared state
+    ws_bytes_ = kernel_.workspace;
     ws_ = Tensor(DType::f32, {static_cast<int64_t>(ws_bytes_ / 4 + 1)});
     for (const Tensor& t : in_) in_views_.push_back(t.view());
     for (const Tensor& t : out_) out_views_.push_back(t.view());
   }
   void run() const {
     const Node& n = g_.node(id_);
-    n.op->cpu(KernelContext{in_views_, out_views_, n.params.get(), ws_.data(), ws_bytes_});
+    kernel_.run(KernelContext{in_views_, out_views_, n.params.get(), ws_.data(), ws_bytes_, nullptr, kernel_.state.get()});
   }
   size_t workspace_bytes() const { return ws_bytes_; }
   double flops() const {
@@ -66,6 +68,7 @@ class OpRun {
  private:
   Graph g_;
   int id_ = -1;
+  PreparedKernel kernel_;
   std::vector<Tensor> in_, out_;
   std::vector<TensorView> in_views_, out_views_;
   Tensor ws_;

@@ -62,8 +62,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     std::printf("%s: %s, %d layers, batch %lld, %zu forward nodes, planned for %s\n", path.c_str(), c.model_type.c_str(),
                 p.model.layers, static_cast<long long>(c.data.batch), p.model.builder.graph().size(),
                 device ? device->name().c_str() : "the CPU");
-    std::printf("%-13s %11s %10s %10s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "workspace", "params",
-                "param_grad", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
+    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "param_grad", "workspace",
+                "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
   }
   for (const std::string& m : list) {
     const mnemo::MirrorResult mr = mnemo::plan_pipeline(c, p, m, device.get());
@@ -72,20 +72,23 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     nlohmann::json search = nlohmann::json::array();
     for (const mnemo::SearchStep& s : mr.search)
       search.push_back({{"budget", s.budget}, {"kept_cuts", s.kept_cuts}, {"feature_map_bytes", s.feature_map_bytes},
-                        {"workspace_bytes", s.workspace_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
+                        {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
+                        {"chosen", s.chosen}});
     if (!mr.search.empty()) j["search"] = search;
     out["modes"].push_back(j);
     if (json) continue;
-    std::printf("%-13s %11s %10s %10s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
-                mnemo::format_bytes(r.feature_map_bytes).c_str(), mnemo::format_bytes(r.workspace_bytes).c_str(),
-                mnemo::format_bytes(r.param_bytes).c_str(), mnemo::format_bytes(r.param_grad_bytes).c_str(),
+    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
+                mnemo::format_bytes(r.feature_map_bytes).c_str(), mnemo::format_bytes(r.param_grad_bytes).c_str(),
+                mnemo::format_bytes(r.workspace_bytes).c_str(), mnemo::format_bytes(r.arena_bytes).c_str(),
+                mnemo::format_bytes(r.param_bytes).c_str(),
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
     for (const mnemo::SearchStep& s : mr.search)
-      std::printf("    budget %10s: %3d cuts kept, feature maps %10s, workspace %9s, recompute %.3g GFLOP%s\n",
+      std::printf("    budget %10s: %3d cuts kept, feature maps %10s, workspace %9s, arena %10s, recompute %.3g GFLOP%s\n",
                   mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts, mnemo::format_bytes(s.feature_map_bytes).c_str(),
-                  mnemo::format_bytes(s.workspace_bytes).c_str(), s.recompute_flops / 1e9, s.chosen ? "  <- chosen" : "");
+                  mnemo::format_bytes(s.workspace_bytes).c_str(), mnemo::format_bytes(s.arena_bytes).c_str(), s.recompute_flops / 1e9,
+                  s.chosen ? "  <- chosen" : "");
   }
   if (json) std::cout << out.dump(2) << "\n";
   return 0;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
   train->add_option("--device", topt.device, "cpu, cuda or cuda:N (overrides the config)");
   train->add_option("--save-init", topt.save_init, "write the initial weights (safetensors) and exit");
+  train->add_option("--init", topt.init, "start from these weights (safetensors; names as docs/FORMATS.md)")->check(CLI::ExistingFile);
   train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
   train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
   train->add_flag("--profile", topt.profile, "print the time spent per op");

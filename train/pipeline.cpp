@@ -14,9 +14,11 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch) {
   return p;
 }
 
-MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device) {
-  const int optimizer_state = c.optimizer.momentum > 0 ? 1 : 0;
-  return plan_mirror(p.model.builder.graph(), p.model.loss, parse_memory_mode(mode), p.mirror_overrides, optimizer_state, device);
+MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device,
+                           bool with_update) {
+  const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
+  return plan_mirror(p.model.builder.graph(), p.model.loss, parse_memory_mode(mode), p.mirror_overrides,
+                     with_update ? &sgd : nullptr, device);
 }
 
 }  // namespace mnemo

@@ -20,7 +20,9 @@ struct Pipeline {
 Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch);
 
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").
-// `device`: the backend that will run it (null: the CPU).
-MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device = nullptr);
+// `with_update`: the config's SGD update inside the step (training); false: the gradients are the
+// step's outputs (`mnemo grad`). `device`: the backend that will run it (null: the CPU).
+MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device = nullptr,
+                           bool with_update = true);
 
 }  // namespace mnemo

@@ -1,6 +1,8 @@
-// `mnemo train` and `mnemo grad`: one training run from a config, top to bottom:
-//   config -> data source -> pipeline (model, mirror plan, training graph) -> memory plan ->
-//   executor on the planned arena -> loop (batches, SGD, schedule, metrics, checkpoints) -> eval.
+// `mnemo train`, `grad` and `bench`: one run from a config, top to bottom:
+//   config -> data source -> pipeline (model, mirror plan, training graph with the SGD update
+//   inside it) -> memory plan -> BoundStep on the device (train/step.h) -> the trainer's loop
+//   (batches staged on the device, learning-rate schedule, non-finite checks, metrics,
+//   checkpoints) -> evaluation in the step's arena.
 #pragma once
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@ struct TrainOptions {
   std::string resume;      // checkpoint to continue from
   std::string device;      // overrides the config's device
   std::string save_init;   // write the initial weights here and exit
+  std::string init;        // start from these weights (safetensors, names as docs/FORMATS.md)
   std::string checkpoint;  // write the final checkpoint here (besides checkpoint.dir)
   bool eval = true;
   bool profile = false;    // print time per op at the end

@@ -1,6 +1,8 @@
 // SGD with momentum and weight decay (PyTorch's formulation):
 //   v = momentum * v + (g + weight_decay * w);   w = w - lr * v
-// Optimiser state (one velocity per trainable parameter) lives beside the parameter store.
+// The update runs inside the planned step (autograd/update.h: one sgd_update node per trainable
+// parameter); this class holds its options and state: one velocity per trainable parameter, beside
+// the parameter store, bound to the step's `velocity/<param>` nodes and saved in checkpoints.
 #pragma once
 #include "train/param_store.h"
 
@@ -15,8 +17,6 @@ struct SgdOptions {
 class Sgd {
  public:
   Sgd(const ParamStore& params, SgdOptions opt);
-  // grads[i] is the gradient of the i-th trainable parameter of `params.specs()`, in order.
-  void step(ParamStore& params, const std::vector<TensorView>& grads, double lr);
   int64_t state_bytes() const;
   const SgdOptions& options() const { return opt_; }
   // Momentum buffers, one per trainable parameter in spec order (checkpoints read and restore them).

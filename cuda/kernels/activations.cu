@@ -1,5 +1,5 @@
 // Activation kernels (see activations.h). Formulas as ops/activations.cpp:
-//   relu    y = x > 0 ? x : 0            dx = y > 0 ? dy : 0
+//   relu    y = x < 0 ? 0 : x            dx = y <= 0 ? 0 : dy   (NaN propagates, as in PyTorch)
 //   sigmoid y = 1 / (1 + expf(-x))        dx = dy * y * (1 - y)
 //   tanh    y = tanhf(x)                  dx = dy * (1 - y*y), with 1 - y*y fused (fmaf(-y, y, 1)) as
 //                                         g++ -march=native contracts it in the CPU op
@@ -11,8 +11,8 @@ namespace mnemo::cuda {
 namespace {
 
 struct Relu {
-  __device__ static float f(float x) { return x > 0.0f ? x : 0.0f; }
-  __device__ static float df(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+  __device__ static float f(float x) { return x < 0.0f ? 0.0f : x; }
+  __device__ static float df(float y, float dy) { return y <= 0.0f ? 0.0f : dy; }
 };
 struct Sigmoid {
   __device__ static float f(float x) { return 1.0f / (1.0f + expf(-x)); }

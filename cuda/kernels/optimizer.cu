@@ -1,4 +1,4 @@
-// SGD update kernel (see optimizer.h). The multiply-adds are fused explicitly, as g++ -march=native
+// Optimiser kernels (see optimizer.h). The multiply-adds are fused explicitly, as g++ -march=native
 // contracts the CPU op (ops/optimizer.cpp): v' = fma(m, v, fma(wd, w, g)), w' = fma(-lr, v', w);
 // so the update is bitwise the CPU's where the CPU build uses FMA (x86-64 with AVX2/AVX-512).
 #include "cuda/kernels/common.cuh"
@@ -7,22 +7,56 @@
 namespace mnemo::cuda {
 namespace {
 
+__global__ void copy_status(const int32_t* in, int32_t* out) { out[0] = in[0]; }
+
+// Marks `status` with `mark` where it is 0 and some x is not finite (every writer stores the
+// same word, so the result does not depend on which thread writes last).
+__global__ void mark_non_finite(const float* x, int64_t n, int32_t* status, int32_t mark) {
+  MNEMO_GRID_LOOP(i, n) {
+    if (!isfinite(x[i]) && *status == 0) *status = mark;
+  }
+}
+
 __global__ void sgd_kernel(const float* w, const float* g, const float* v, float* w_out, float* v_out, int64_t n,
-                           float lr, float momentum, float weight_decay) {
+                           const float* lr, const int32_t* status, float momentum, float weight_decay) {
+  if (*status != 0) {  // a failed step: w and v stay (copied when not in place)
+    MNEMO_GRID_LOOP(i, n) {
+      w_out[i] = w[i];
+      v_out[i] = v[i];
+    }
+    return;
+  }
+  const float a = *lr;
   MNEMO_GRID_LOOP(i, n) {
     const float wi = w[i];
     const float vi = fmaf(momentum, v[i], fmaf(weight_decay, wi, g[i]));
     v_out[i] = vi;
-    w_out[i] = fmaf(-lr, vi, wi);
+    w_out[i] = fmaf(-a, vi, wi);
   }
 }
 
+__global__ void zero_status(int32_t* status) { status[0] = 0; }
+
 }  // namespace
 
-void sgd_update(cudaStream_t stream, const float* w, const float* g, const float* v, float* w_out, float* v_out,
-                int64_t n, float lr, float momentum, float weight_decay) {
+void sgd_update(cudaStream_t stream, const float* w, const float* g, const float* v, const float* lr, const int32_t* status_in,
+                float* w_out, float* v_out, int32_t* status_out, int64_t n, float momentum, float weight_decay, int32_t index) {
+  if (status_out != status_in) {
+    copy_status<<<1, 1, 0, stream>>>(status_in, status_out);
+    MNEMO_CUDA_LAUNCHED();
+  }
   if (n <= 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, v, w_out, v_out, n, lr, momentum, weight_decay);
+  mark_non_finite<<<blocks_for(n), kThreads, 0, stream>>>(g, n, status_out, index);
+  MNEMO_CUDA_LAUNCHED();
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, v, w_out, v_out, n, lr, status_out, momentum, weight_decay);
+  MNEMO_CUDA_LAUNCHED();
+}
+
+void finite_check(cudaStream_t stream, const float* x, int64_t n, int32_t* status) {
+  zero_status<<<1, 1, 0, stream>>>(status);
+  MNEMO_CUDA_LAUNCHED();
+  if (n <= 0) return;
+  mark_non_finite<<<blocks_for(n), kThreads, 0, stream>>>(x, n, status, -1);
   MNEMO_CUDA_LAUNCHED();
 }
 

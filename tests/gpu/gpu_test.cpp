@@ -87,9 +87,10 @@ std::vector<Tensor> run_on_gpu(const Sample& s, std::optional<InplaceOption> ali
   for (auto& t : in) iv.push_back(t.v);
   for (auto& t : out) ov.push_back(t.v);
   if (alias) ov[alias->output] = iv[alias->input];
-  const size_t ws = dev.workspace_bytes(s.g, s.node);
+  const PreparedKernel k = dev.prepare(s.g, s.node);
+  const size_t ws = k.workspace;
   DeviceTensor work(dev, TensorType{DType::f32, {static_cast<int64_t>(ws / 4 + 1)}});
-  dev.kernel(s.g, s.node)(KernelContext{iv, ov, n.params.get(), ws ? work.v.data : nullptr, ws, dev.kernel_context()});
+  k.run(KernelContext{iv, ov, n.params.get(), ws ? work.v.data : nullptr, ws, dev.kernel_context(), k.state.get()});
   dev.synchronize();
   std::vector<Tensor> res;
   for (size_t j = 0; j < ov.size(); ++j) {
@@ -155,7 +156,7 @@ StepResult gpu_step(const std::string& cfg_text, const std::string& mode, bool c
   const Pipeline p = build_pipeline(c, ds, c.data.batch);
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Device& dev = gpu();
-  const MirrorResult mr = plan_pipeline(c, p, mode, &dev);
+  const MirrorResult mr = plan_pipeline(c, p, mode, &dev, false);  // gradients as outputs, no update
   const int64_t before = dev.allocated_bytes();
   StepResult r;
   {
@@ -183,7 +184,7 @@ StepResult gpu_step(const std::string& cfg_text, const std::string& mode, bool c
     r.loss = ex.fetch(mr.training.loss);
     for (const ParamGrad& pg : mr.training.grads) r.grads.push_back(ex.fetch(pg.grad));
   }
-  r.total = mr.planned.report.total_bytes - mr.planned.report.optimizer_bytes;  // no optimiser here
+  r.total = mr.planned.report.total_bytes;  // no optimiser here
   return r;
 }
 

@@ -186,9 +186,10 @@ Tensor run_at_offset(const std::string& op, const std::vector<Tensor>& inputs, c
   }
   Tensor out_store(DType::f32, {static_cast<int64_t>((n.outputs[0].bytes() + offset) / 4 + 1)});
   const std::vector<TensorView> out{TensorView{static_cast<char*>(out_store.data()) + offset, n.outputs[0]}};
-  const size_t ws_bytes = node_workspace_bytes(g, id);
+  const PreparedKernel k = cpu_device().prepare(g, id);  // what the executor runs (oneDNN state included)
+  const size_t ws_bytes = k.workspace;
   Tensor ws(DType::f32, {static_cast<int64_t>((ws_bytes + offset) / 4 + 1)});
-  n.op->cpu(KernelContext{in, out, n.params.get(), static_cast<char*>(ws.data()) + offset, ws_bytes});
+  k.run(KernelContext{in, out, n.params.get(), static_cast<char*>(ws.data()) + offset, ws_bytes, nullptr, k.state.get()});
   Tensor y(n.outputs[0]);
   std::memcpy(y.data(), out[0].data, y.bytes());
   return y;

@@ -1,0 +1,28 @@
+// The optimiser update as part of the training graph (ARCHITECTURE.md: "one update node per
+// parameter right after the last reader of the parameter and its gradient"). Runs after the
+// gradient pass, before memory planning, so the update's state is planned and every device runs
+// the same step, update included:
+//   - `optimizer/lr` (input, float32[1]): the learning rate, bound each step (a captured step
+//     replays with the current one);
+//   - `velocity/<param>` (param, not trainable): SGD's momentum buffer per trainable parameter;
+//   - `optimizer/loss_check` (finite_check of the loss) right after the forward nodes: the step's
+//     status word, 0 or -1;
+//   - `<param>/update` (sgd_update, in place on the parameter and its velocity) right after the
+//     last node that reads the parameter (through any view, recomputation included) or its
+//     gradient. Updates chain the status word: the first one whose gradient holds a NaN or Inf
+//     stores its 1-based index, and it and every later one leave their parameters unchanged.
+// A parameter's gradient is then an ordinary entry that dies at its update (no longer a graph
+// output). Requires: a TrainingGraph from build_training_graph. Provides: the same, with updates.
+#pragma once
+#include "autograd/gradient.h"
+
+namespace mnemo {
+
+struct SgdSpec {
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+};
+
+void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec);
+
+}  // namespace mnemo

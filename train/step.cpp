@@ -1,0 +1,151 @@
+// A planned step bound to a device, and the evaluator (see step.h).
+#include "train/step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace mnemo {
+
+DeviceInputs::~DeviceInputs() {
+  for (char* b : buffers_) device_.release(b);
+}
+
+std::vector<TensorView> DeviceInputs::put(std::initializer_list<const Tensor*> host) {
+  std::vector<TensorView> out;
+  size_t i = 0;
+  for (const Tensor* t : host) {
+    if (device_.host_memory()) {
+      out.push_back(t->view());
+      continue;
+    }
+    if (buffers_.size() <= i) buffers_.push_back(static_cast<char*>(device_.allocate(static_cast<int64_t>(t->bytes()), "an input batch")));
+    device_.copy(buffers_[i], t->data(), static_cast<int64_t>(t->bytes()), CopyKind::host_to_device);
+    out.push_back(TensorView{buffers_[i], t->type()});
+    ++i;
+  }
+  return out;
+}
+
+BoundStep::BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture)
+    : p_(p), device_(device), mr_(plan_pipeline(c, p, c.memory, &device, sgd != nullptr)),
+      ex_(mr_.training.graph, mr_.planned.plan, &device), dparams_(device, params, sgd), inputs_(device) {
+  dparams_.bind(ex_);
+  if (mr_.training.lr >= 0) {
+    lr_ = static_cast<float*>(device.allocate(sizeof(float), "the learning rate"));
+    ex_.bind(mr_.training.lr, TensorView{lr_, TensorType{DType::f32, {1}}});
+  }
+  ex_.set_capture(capture);
+}
+
+BoundStep::~BoundStep() { device_.release(lr_); }
+
+TensorType BoundStep::input_type(const std::string& name) const {
+  return mr_.training.graph.node(mr_.training.graph.find(name)).outputs[0];
+}
+
+void BoundStep::bind(TensorView x, TensorView y) {
+  ex_.bind(p_.model.data, x);
+  ex_.bind(p_.model.labels, y);
+}
+
+void BoundStep::bind_host(const Tensor& x, const Tensor& y) {
+  const std::vector<TensorView> v = inputs_.put({&x, &y});
+  bind(v[0], v[1]);
+}
+
+void BoundStep::set_lr(double lr) {
+  MNEMO_ASSERT(lr_) << "set_lr on a step without an optimiser";
+  lr_host_ = static_cast<float>(lr);
+  device_.copy(lr_, &lr_host_, sizeof(float), CopyKind::host_to_device);
+}
+
+double BoundStep::finish(const std::string& what) {
+  const double loss = ex_.fetch(mr_.training.loss).as<float>()[0];
+  const int32_t status = mr_.training.status.valid() ? ex_.fetch(mr_.training.status).as<int32_t>()[0] : 0;
+  if (std::isfinite(loss) && status == 0) return loss;
+  std::ostringstream os;
+  os << what << ": ";
+  if (!std::isfinite(loss)) {
+    os << "the loss is " << loss << " (no parameter was updated)";
+  } else {
+    const ParamGrad& pg = mr_.training.grads.at(static_cast<size_t>(status - 1));
+    os << "the gradient of parameter '" << mr_.training.graph.node(pg.param).name
+       << "' is not finite (its update and the later ones of this step were skipped)";
+  }
+  fail_non_finite(os.str());
+}
+
+void BoundStep::fail_non_finite(const std::string& problem) {
+  const Graph& g = mr_.training.graph;
+  std::ostringstream os;
+  os << problem;
+  const Executor::NonFinite nf = ex_.find_non_finite();
+  if (nf.node >= 0) {
+    const Node& n = g.node(nf.node);
+    const char* kind = n.is(OpKind::input) ? "input" : n.is(OpKind::param) ? "parameter" : nullptr;
+    os << "; the first non-finite value ";
+    if (kind) os << "is in the " << kind << " '" << n.name << "'";
+    else os << "is output " << nf.output << " of node '" << n.name << "' (" << n.op->name << ", " << role_name(n.role) << ")";
+    os << ": element " << nf.index << " = " << nf.value;
+  } else {
+    os << "; replaying the step found no non-finite value (the weights it read changed since)";
+  }
+  throw Error(os.str());
+}
+
+// Counts correct predictions of the first `count` examples: argmax over each logits row.
+static int64_t count_correct(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, int64_t* scored) {
+  int64_t correct = 0;
+  const int32_t* y = labels.as<int32_t>();
+  for (size_t t = 0; t < m.all_logits.size(); ++t) {
+    const Tensor logits = ex.fetch(m.all_logits[t]);  // a host copy (from the device, when there is one)
+    const TensorView lv = logits.view();
+    const int64_t n = lv.dim(0), classes = lv.dim(1);
+    const float* p = lv.as<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = p + i * classes;
+      const int64_t pred = std::max_element(row, row + classes) - row;
+      // Labels: [N] for one classifier; [T,N] time-major for per-step classifiers.
+      const int32_t label = m.all_logits.size() == 1 ? y[i] : y[t * n + i];
+      correct += pred == label;
+      ++*scored;
+    }
+  }
+  return correct;
+}
+
+static bool time_major(const Config& c) { return c.model_type == "lstm"; }
+
+Evaluator::Evaluator(const Config& c, const DataShape& ds, Device& device, const DeviceParams& params, const Executor& lend,
+                     bool capture)
+    : c_(c),
+      m_(build_model(c, ds, c.model_type == "graph" ? c.data.batch : (c.data.eval_batch ? c.data.eval_batch : c.data.batch), false)),
+      fg_(m_.builder.graph()), inputs_(device) {
+  fg_.outputs = m_.all_logits;
+  fg_.outputs.push_back(m_.loss);
+  MemoryPlan plan = plan_memory(fg_, AllocMode::share, nullptr, {}, &device);
+  const bool fits = plan.arena_bytes <= lend.arena_bytes() && lend.arena();
+  ex_ = std::make_unique<Executor>(fg_, std::move(plan), &device, fits ? lend.arena() : nullptr, fits ? lend.arena_bytes() : 0);
+  ex_->set_capture(capture);
+  params.bind(*ex_);
+}
+
+Evaluator::Result Evaluator::run(const DataSource& test) {
+  int64_t correct = 0, scored = 0;
+  double loss_sum = 0;
+  int64_t batches = 0;
+  const bool tm = time_major(c_);
+  const int64_t batch = fg_.type({fg_.find(m_.data), 0}).shape[tm ? 1 : 0];
+  for_each_eval_batch(test, batch, tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
+    const std::vector<TensorView> v = inputs_.put({&x, &y});
+    ex_->bind(m_.data, v[0]);
+    ex_->bind(m_.labels, v[1]);
+    ex_->run();
+    correct += count_correct(*ex_, m_, y, count, &scored);
+    if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches;
+  });
+  return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0, batches ? loss_sum / batches : 0.0, scored};
+}
+
+}  // namespace mnemo
