@@ -45,6 +45,7 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
       }
       status = g.add1("finite_check", {remap(tg.loss)}, {}, "optimizer/loss_check");
       g.node(status.node).role = NodeRole::backward;
+      g.node(status.node).source = tg.loss.node;
     }
     for (int k : after[v]) {
       const ParamGrad& pg = tg.grads[k];

@@ -154,18 +154,23 @@ void Executor::run_nodes() {
 
 Executor::NonFinite Executor::find_non_finite() {
   if (!prepared_) prepare();
+  auto scan = [&](int id, int j) -> NonFinite {
+    if (!is_float(g_.node(id).outputs[j].dtype)) return {};
+    const Tensor t = fetch({id, j});
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double x = t.dtype() == DType::f32 ? static_cast<double>(t.as<float>()[i]) : t.as<double>()[i];
+      if (!std::isfinite(x)) return {id, j, i, x};
+    }
+    return {};
+  };
+  for (int id : bound_)  // the data and the weights first
+    if (NonFinite f = scan(id, 0); f.node >= 0) return f;
   for (int id : compute_) {
     const Node& n = g_.node(id);
     if (n.op->traits.updates_state) continue;
     run_node(id);
-    for (size_t j = 0; j < n.outputs.size(); ++j) {
-      if (!is_float(n.outputs[j].dtype)) continue;
-      const Tensor t = fetch({id, static_cast<int>(j)});
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        const double x = t.dtype() == DType::f32 ? static_cast<double>(t.as<float>()[i]) : t.as<double>()[i];
-        if (!std::isfinite(x)) return {id, static_cast<int>(j), i, x};
-      }
-    }
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (NonFinite f = scan(id, static_cast<int>(j)); f.node >= 0) return f;
   }
   return {};
 }

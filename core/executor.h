@@ -33,10 +33,10 @@ class Executor {
   TensorView entry(EntryRef e) const;  // valid after run() (or bind, for bound nodes); device memory on a device
   Tensor fetch(EntryRef e) const;      // a host copy of an entry (waits for the device)
 
-  // Diagnosis after a non-finite result: runs the step again node by node (nodes that update
-  // state, the optimiser, are skipped) and returns the first compute node with a NaN or Inf in
-  // a float output, or -1 when every output is finite. Slow (each output is copied and scanned);
-  // never used in the step loop.
+  // Diagnosis after a non-finite result: scans the bound inputs and parameters, then runs the step
+  // again node by node (nodes that update state, the optimiser, are skipped) and returns the first
+  // node holding a NaN or Inf in a float output, or node -1 when every value is finite. Slow (each
+  // output is copied and scanned); never used in the step loop.
   struct NonFinite {
     int node = -1;
     int output = 0;

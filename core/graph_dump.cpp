@@ -26,7 +26,8 @@ std::string Graph::to_text() const {
     }
     os << " -> ";
     for (size_t j = 0; j < n.outputs.size(); ++j) os << (j ? ", " : "") << n.outputs[j].str();
-    if (n.role != NodeRole::forward) os << "  [" << role_name(n.role) << " of " << nodes_[n.source].name << ']';
+    if (n.role != NodeRole::forward)
+      os << "  [" << role_name(n.role) << (n.source >= 0 ? " of " + nodes_[n.source].name : std::string()) << ']';
     os << '\n';
   }
   for (const EntryRef& e : outputs) os << "output " << entry_name(*this, e) << '\n';

@@ -201,3 +201,53 @@ TEST(Schedule, WarmupStepAndCosine) {
 
 }  // namespace
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// `mnemo train --init W`: the run starts from W (the saved default initialisation reproduces the
+// default run bit for bit; other weights give another run); a file that does not fit is refused
+// naming the tensor, before anything trains.
+TEST(Train, InitStartsFromGivenWeights) {
+  TempDir d;
+  const std::string cfg = d.file("c.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                           "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 16, eval_size: 4}\n"
+                                           "train: {steps: 3, seed: 2, threads: 1}\nmemory: share\n");
+  auto train = [&](const std::string& init, const std::string& out) {
+    TrainOptions o;
+    o.config = cfg, o.init = init, o.checkpoint = d.file(out), o.eval = false;
+    ::testing::internal::CaptureStdout();
+    EXPECT_EQ(run_train(o), 0);
+    ::testing::internal::GetCapturedStdout();
+    return read_safetensors(o.checkpoint);
+  };
+  TrainOptions s;
+  s.config = cfg, s.save_init = d.file("init.safetensors");
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_train(s), 0);
+  ::testing::internal::GetCapturedStdout();
+  const TensorFile plain = train("", "plain.safetensors"), same = train(s.save_init, "same.safetensors");
+  for (const auto& [name, t] : plain.tensors) EXPECT_TRUE(bitwise_equal(t, same.tensors.at(name))) << name;
+  TensorFile w = read_safetensors(s.save_init);
+  std::vector<std::pair<std::string, TensorView>> half;
+  for (auto& [name, t] : w.tensors) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] *= 0.5f;
+    half.push_back({name, t.view()});
+  }
+  write_safetensors(d.file("half.safetensors"), half, {});
+  const TensorFile other = train(d.file("half.safetensors"), "other.safetensors");
+  EXPECT_FALSE(bitwise_equal(plain.tensors.at("param/fc/weight"), other.tensors.at("param/fc/weight")));
+  // Misfits are refused naming the tensor; --init with --resume is refused.
+  half.pop_back();
+  write_safetensors(d.file("short.safetensors"), half, {});
+  TrainOptions bad;
+  bad.config = cfg, bad.init = d.file("short.safetensors"), bad.eval = false;
+  const std::string e = error_of([&] { run_train(bad); });
+  EXPECT_NE(e.find("--init " + bad.init + " has no tensor '"), std::string::npos) << e;
+  bad.init = s.save_init;
+  bad.resume = d.file("same.safetensors");
+  EXPECT_NE(error_of([&] { run_train(bad); }).find("--init and --resume exclude each other"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mnemo::test
