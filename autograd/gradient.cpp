@@ -15,7 +15,7 @@ Attrs zero_attrs(const TensorType& t) {
 class Builder {
  public:
   Builder(const Graph& fwd, const MirrorPlan& m) : fwd_(fwd), m_(m) {
-    MNEMO_CHECK(m.empty() || m.size() == fwd.size())
+    MNEMO_ASSERT(m.empty() || m.size() == fwd.size())
         << "mirror plan has " << m.size() << " counts, the forward graph " << fwd.size() << " nodes";
     // Scratch graph: the forward nodes first (same ids), then everything autograd adds.
     for (const Node& n : fwd.nodes()) g_.push(n);
@@ -119,7 +119,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
   // needs_grad[v]: v is requested, or reads an entry that needs a gradient.
   std::vector<bool> needs(fwd_.size(), false);
   for (int w : wrt) {
-    MNEMO_CHECK(w >= 0 && w < static_cast<int>(fwd_.size())) << "gradient requested for missing node " << w;
+    MNEMO_ASSERT(w >= 0 && w < static_cast<int>(fwd_.size())) << "gradient requested for missing node " << w;
     needs[w] = true;
   }
   for (size_t v = 0; v < fwd_.size(); ++v)
@@ -131,7 +131,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     MNEMO_CHECK(fwd_.type(s.entry) == fwd_.type(s.gradient))
         << "seed for '" << fwd_.node(s.entry.node).name << "' has type " << fwd_.type(s.gradient).str()
         << ", expected " << fwd_.type(s.entry).str();
-    MNEMO_CHECK(!grad_.count(s.entry)) << "two seeds for one entry";
+    MNEMO_ASSERT(!grad_.count(s.entry)) << "two seeds for one entry";
     grad_[s.entry] = s.gradient;
   }
 
@@ -165,7 +165,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     } catch (const Error& e) {
       throw Error("building the backward of node '" + n.name + "' (" + n.op->name + "): " + e.what());
     }
-    MNEMO_CHECK(dx.size() == n.inputs.size()) << "grad of op " << n.op->name << " returned " << dx.size()
+    MNEMO_ASSERT(dx.size() == n.inputs.size()) << "grad of op " << n.op->name << " returned " << dx.size()
                                               << " gradients for " << n.inputs.size() << " inputs";
     for (size_t id = first_new; id < g_.size(); ++id)
       add_node(static_cast<int>(id), NodeRole::backward, v,
@@ -173,7 +173,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const EntryRef in = n.inputs[i];
       if (!dx[i] || !needs[in.node] || !is_float(fwd_.type(in).dtype)) continue;
-      MNEMO_CHECK(g_.type(*dx[i]) == fwd_.type(in))
+      MNEMO_ASSERT(g_.type(*dx[i]) == fwd_.type(in))
           << "grad of op " << n.op->name << " gives input " << i << " a gradient of type "
           << g_.type(*dx[i]).str() << ", expected " << fwd_.type(in).str();
       accumulate(in, *dx[i], v);

@@ -15,11 +15,11 @@ int64_t staging_bytes(std::span<const TensorType> types) {
 
 std::vector<TensorView> pack_inputs(std::span<const TensorView> host, std::span<const TensorType> types, char* dst,
                                     char* base) {
-  MNEMO_CHECK(host.size() == types.size()) << "stage_inputs: " << host.size() << " tensors, reserved " << types.size();
+  MNEMO_ASSERT(host.size() == types.size()) << "stage_inputs: " << host.size() << " tensors, reserved " << types.size();
   std::vector<TensorView> out;
   int64_t off = 0;
   for (size_t i = 0; i < host.size(); ++i) {
-    MNEMO_CHECK(host[i].type == types[i]) << "stage_inputs: input " << i << " is " << host[i].type.str() << ", reserved "
+    MNEMO_ASSERT(host[i].type == types[i]) << "stage_inputs: input " << i << " is " << host[i].type.str() << ", reserved "
                                           << types[i].str();
     std::memcpy(dst + off, host[i].data, host[i].bytes());
     out.push_back(TensorView{base + off, types[i]});

@@ -76,9 +76,9 @@ EntryRef Graph::param(const std::string& name, TensorType t, bool trainable) {
 
 int Graph::push(Node n) {
   const int id = static_cast<int>(nodes_.size());
-  MNEMO_CHECK(n.op) << "node '" << n.name << "' has no op";
+  MNEMO_ASSERT(n.op) << "node '" << n.name << "' has no op";
   for (const EntryRef& e : n.inputs)
-    MNEMO_CHECK(e.node >= 0 && e.node < id) << "node '" << n.name << "' reads a later node " << e.node;
+    MNEMO_ASSERT(e.node >= 0 && e.node < id) << "node '" << n.name << "' reads a later node " << e.node;
   if (n.name.empty() || by_name_.count(n.name)) n.name = unique_name(n.name.empty() ? n.op->name : n.name);
   by_name_[n.name] = id;
   nodes_.push_back(std::move(n));

@@ -138,7 +138,7 @@ MirrorPlan budget_plan(const Graph& g, const std::vector<Cut>& cuts, double budg
 }
 
 MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int depth, int k) {
-  MNEMO_CHECK(k >= 1) << "recursive plan: k must be >= 1";
+  MNEMO_ASSERT(k >= 1) << "recursive plan: k must be >= 1";
   const int n_cuts = static_cast<int>(cuts.size());
   if (depth <= 0) depth = std::max(1, static_cast<int>(std::ceil(std::log(n_cuts + 1.0) / std::log(k + 1.0))));
   MirrorPlan m(g.size(), 0);

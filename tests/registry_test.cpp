@@ -25,6 +25,25 @@ TEST(Registry, EveryOpFileRegistersAnOp) {
   for (const std::string& f : op_source_files()) EXPECT_TRUE(files.count(f)) << "ops/" << f << ".cpp registers no op";
 }
 
+// DESIGN.md: "adding an op touches only its files". What planners need is declared with the op
+// (traits), and which backends it has is an explicit claim checked against the kernels: the CPU
+// kernel here, the CUDA table in tests/device_test.cpp (CUDA builds).
+TEST(Registry, TraitsAndBackendClaimsAreDeclaredWithTheOps) {
+  std::set<std::string> cheap, updates;
+  for (const OpDef* d : op_registry().all()) {
+    if (d->kind != OpKind::compute) continue;
+    EXPECT_EQ(d->backends.cpu, d->cpu != nullptr) << d->name << ": CPU claim";
+    EXPECT_TRUE(d->backends.cpu) << d->name << ": every compute op has a CPU kernel (the reference)";
+    if (d->traits.cheap_recompute) cheap.insert(d->name);
+    if (d->traits.updates_state) updates.insert(d->name);
+    EXPECT_EQ(!d->updates.empty(), d->traits.updates_state) << d->name << ": in-place state updates need the trait";
+  }
+  // drop-bn-relu drops exactly these (Chen et al. Sec. 4.2: BN, ReLU, pooling); the planner reads
+  // the trait, so a new cheap op joins by declaring it.
+  EXPECT_EQ(cheap, (std::set<std::string>{"avg_pool2d", "batch_norm", "global_avg_pool", "max_pool2d", "relu"}));
+  EXPECT_EQ(updates, (std::set<std::string>{"sgd_update"}));
+}
+
 TEST(Registry, EveryComputeOpHasASampleThatInfers) {
   for (const OpDef* d : op_registry().all()) {
     if (d->kind != OpKind::compute) continue;
