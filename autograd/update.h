@@ -1,5 +1,5 @@
-// The optimiser update as part of the training graph (ARCHITECTURE.md: "one update node per
-// parameter right after the last reader of the parameter and its gradient"). Runs after the
+// The optimiser update as part of the training graph (docs/DESIGN.md: one update node per
+// parameter right after the last reader of the parameter and its gradient). Runs after the
 // gradient pass, before memory planning, so the update's state is planned and every device runs
 // the same step, update included:
 //   - `optimizer/lr` (input, float32[1]): the learning rate, bound each step (a captured step

@@ -25,7 +25,7 @@ namespace mnemo {
 
 enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive };
 
-// A memory mode of ARCHITECTURE.md: allocation + mirror strategy.
+// A memory mode (docs/MEMORY.md): allocation + mirror strategy.
 struct MemoryMode {
   std::string name;
   AllocMode alloc = AllocMode::share;

@@ -1,5 +1,5 @@
 // Memory reports of a training graph under an allocation mode, with the accounting names of
-// ARCHITECTURE.md (shared by reports, CSV columns, plots and docs):
+// docs/MEMORY.md (shared by reports, CSV columns, plots and docs):
 //   feature_map_bytes  arena bytes for activations and their gradients (packed alone: the
 //                      papers' feature-map quantity)
 //   param_grad_bytes   the planned peak of parameter-gradient buffers (in the arena: each dies at

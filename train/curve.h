@@ -1,6 +1,6 @@
 // `mnemo curve`: memory (and recompute) versus depth, sequence length or batch, per memory mode,
 // from exact static plans (shapes only: nothing runs). Writes DIR/curve.csv (one row per value
-// and mode, ARCHITECTURE.md column names), DIR/slopes.csv (log-log slope of feature_map_bytes and
+// and mode, docs/MEMORY.md column names), DIR/slopes.csv (log-log slope of feature_map_bytes and
 // total_bytes per mode) and log-log plots DIR/feature_map.png and DIR/total.png drawn by gnuplot,
 // one line per mode, like Chen et al. Fig. 5a / 6a.
 #pragma once

@@ -1,4 +1,4 @@
-// The training pipeline, one pass after another (STYLE.md rule 4):
+// The training pipeline, one pass after another (docs/DESIGN.md: plain passes called in order):
 //   config -> forward graph (models/) -> mirror plan (memory/mirror_planner: the mode's planner,
 //   then the config's per-node `mirror` overrides) -> training graph + schedule (autograd/) ->
 //   memory plan (memory/) -> executor (core/).
