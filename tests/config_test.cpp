@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "test_util.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace mnemo::test {
 namespace {

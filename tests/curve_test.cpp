@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "test_util.h"
-#include "train/curve.h"
+#include "train/session/curve.h"
 
 namespace mnemo::test {
 namespace {

@@ -13,7 +13,7 @@
 #include <set>
 
 #include "test_util.h"
-#include "train/data.h"
+#include "train/data/data.h"
 
 namespace mnemo::test {
 namespace {

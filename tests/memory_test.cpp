@@ -6,7 +6,7 @@
 #include "memory/planner.h"
 #include "models/small_nets.h"
 #include "test_util.h"
-#include "train/param_store.h"
+#include "train/session/param_store.h"
 
 namespace mnemo::test {
 namespace {

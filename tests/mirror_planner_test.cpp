@@ -6,9 +6,9 @@
 
 #include "memory/mirror_planner.h"
 #include "test_util.h"
-#include "train/param_store.h"
-#include "train/pipeline.h"
-#include "train/sgd.h"
+#include "train/session/param_store.h"
+#include "train/session/pipeline.h"
+#include "train/session/sgd.h"
 
 namespace mnemo::test {
 namespace {

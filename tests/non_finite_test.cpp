@@ -8,8 +8,8 @@
 #include "autograd/update.h"
 #include "memory/planner.h"
 #include "test_util.h"
-#include "train/safetensors.h"
-#include "train/session.h"
+#include "train/session/safetensors.h"
+#include "train/session/session.h"
 
 namespace mnemo::test {
 namespace {

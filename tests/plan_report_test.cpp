@@ -2,7 +2,7 @@
 // autograd regression fails here, MXNet's mirror regression went unnoticed for years), the
 // targets' ratios, and the accounting identities of the report.
 #include "test_util.h"
-#include "train/pipeline.h"
+#include "train/session/pipeline.h"
 
 namespace mnemo::test {
 namespace {

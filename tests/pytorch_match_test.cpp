@@ -17,9 +17,9 @@
 #include "models/lstm.h"
 #include "models/resnet.h"
 #include "test_util.h"
-#include "train/param_store.h"
-#include "train/safetensors.h"
-#include "train/sgd.h"
+#include "train/session/param_store.h"
+#include "train/session/safetensors.h"
+#include "train/session/sgd.h"
 
 namespace mnemo::test {
 namespace {

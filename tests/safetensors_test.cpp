@@ -1,4 +1,4 @@
-// safetensors I/O (train/safetensors.h): round trips of every dtype incl. rank 0 and empty tensors,
+// safetensors I/O (train/session/safetensors.h): round trips of every dtype incl. rank 0 and empty tensors,
 // a clear mnemo::Error for every kind of corrupt file, atomic saves (a failed save leaves the old
 // file and no temporary file), and reading a file written by the Python safetensors package
 // (tests/fixtures/compat_python.safetensors, made by tools/make_fixtures.py).
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "train/safetensors.h"
+#include "train/session/safetensors.h"
 
 namespace mnemo::test {
 namespace {

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "test_util.h"
-#include "train/safetensors.h"
-#include "train/schedule.h"
-#include "train/session.h"
+#include "train/session/safetensors.h"
+#include "train/config/schedule.h"
+#include "train/session/session.h"
 
 namespace mnemo::test {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -6,11 +6,11 @@
 
 #include "autograd/op_info.h"
 #include "core/error.h"
-#include "train/inspect.h"
-#include "train/pipeline.h"
-#include "train/session.h"
-#include "train/curve.h"
-#include "train/device_state.h"
+#include "train/session/inspect.h"
+#include "train/session/pipeline.h"
+#include "train/session/session.h"
+#include "train/session/curve.h"
+#include "train/session/device_state.h"
 
 #include <nlohmann/json.hpp>
 

@@ -14,11 +14,11 @@
 #include "cuda/device.h"
 #include "cuda/kernels/util.h"
 #include "test_util.h"
-#include "train/device_state.h"
-#include "train/param_store.h"
-#include "train/pipeline.h"
-#include "train/safetensors.h"
-#include "train/session.h"
+#include "train/session/device_state.h"
+#include "train/session/param_store.h"
+#include "train/session/pipeline.h"
+#include "train/session/safetensors.h"
+#include "train/session/session.h"
 
 namespace mnemo::test {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "core/device.h"
 #include "core/executor.h"
-#include "train/config.h"
-#include "train/param_store.h"
-#include "train/sgd.h"
+#include "train/config/config.h"
+#include "train/session/param_store.h"
+#include "train/session/sgd.h"
 
 namespace mnemo {
 

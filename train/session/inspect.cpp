@@ -1,5 +1,5 @@
 // small_model_graph: see inspect.h.
-#include "train/inspect.h"
+#include "train/session/inspect.h"
 
 #include "autograd/gradient.h"
 #include "models/small_nets.h"

@@ -4,7 +4,7 @@
 // parameter); this class holds its options and state: one velocity per trainable parameter, beside
 // the parameter store, bound to the step's `velocity/<param>` nodes and saved in checkpoints.
 #pragma once
-#include "train/param_store.h"
+#include "train/session/param_store.h"
 
 namespace mnemo {
 

@@ -1,9 +1,9 @@
 // Checkpoint save/load (see checkpoint.h).
-#include "train/checkpoint.h"
+#include "train/session/checkpoint.h"
 
 #include <cstring>
 
-#include "train/safetensors.h"
+#include "train/session/safetensors.h"
 
 namespace mnemo {
 

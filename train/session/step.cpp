@@ -1,5 +1,5 @@
 // A planned step bound to a device, and the evaluator (see step.h).
-#include "train/step.h"
+#include "train/session/step.h"
 
 #include <algorithm>
 #include <cmath>

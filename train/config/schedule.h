@@ -4,7 +4,7 @@
 //   cosine:   min_lr + (lr - min_lr) * (1 + cos(pi * step / total)) / 2
 // with an optional linear warm-up over the first warmup_steps: lr(step) * (step + 1) / warmup_steps.
 #pragma once
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // Memory curves (see curve.h).
-#include "train/curve.h"
+#include "train/session/curve.h"
 
 #include <chrono>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
-#include "train/device_state.h"
-#include "train/pipeline.h"
+#include "train/session/device_state.h"
+#include "train/session/pipeline.h"
 
 namespace mnemo {
 

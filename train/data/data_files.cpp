@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/data.h"
+#include "train/data/data.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // Device selection and device-resident parameters (see device_state.h).
-#include "train/device_state.h"
+#include "train/session/device_state.h"
 
 #include "core/cpu_device.h"
 #ifdef MNEMO_HAVE_CUDA

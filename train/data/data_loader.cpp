@@ -11,7 +11,7 @@
 #include <future>
 #include <numeric>
 
-#include "train/data.h"
+#include "train/data/data.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // safetensors reading (validated) and atomic writing (see safetensors.h, docs/FORMATS.md).
-#include "train/safetensors.h"
+#include "train/session/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Config loading (yaml-cpp) with file:line:column errors and unknown-key detection.
-#include "train/config.h"
+#include "train/config/config.h"
 
 #include "memory/mirror_planner.h"
 

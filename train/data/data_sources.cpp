@@ -4,7 +4,7 @@
 #include <iterator>
 #include <random>
 
-#include "train/data.h"
+#include "train/data/data.h"
 
 namespace mnemo {
 

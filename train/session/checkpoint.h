@@ -1,4 +1,4 @@
-// Training checkpoints in the safetensors format (train/safetensors.h, docs/FORMATS.md):
+// Training checkpoints in the safetensors format (train/session/safetensors.h, docs/FORMATS.md):
 //   "param/<name>"     every parameter (weights and running statistics), float32
 //   "velocity/<name>"  SGD momentum buffer of every trainable parameter
 //   metadata: format "mnemo-checkpoint-1", step, data_position (batches consumed), seed,
@@ -9,8 +9,8 @@
 #pragma once
 #include <string>
 
-#include "train/param_store.h"
-#include "train/sgd.h"
+#include "train/session/param_store.h"
+#include "train/session/sgd.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // Parameter initialisation and binding.
-#include "train/param_store.h"
+#include "train/session/param_store.h"
 
 #include <random>
 

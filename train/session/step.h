@@ -12,9 +12,9 @@
 #include <string>
 
 #include "core/executor.h"
-#include "train/data.h"
-#include "train/device_state.h"
-#include "train/pipeline.h"
+#include "train/data/data.h"
+#include "train/session/device_state.h"
+#include "train/session/pipeline.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // Training sessions (see session.h).
-#include "train/session.h"
+#include "train/session/session.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -18,14 +18,14 @@
 #include <algorithm>
 
 #include "core/executor.h"
-#include "train/checkpoint.h"
-#include "train/device_state.h"
-#include "train/param_store.h"
-#include "train/pipeline.h"
-#include "train/safetensors.h"
-#include "train/schedule.h"
-#include "train/sgd.h"
-#include "train/step.h"
+#include "train/session/checkpoint.h"
+#include "train/session/device_state.h"
+#include "train/session/param_store.h"
+#include "train/session/pipeline.h"
+#include "train/session/safetensors.h"
+#include "train/config/schedule.h"
+#include "train/session/sgd.h"
+#include "train/session/step.h"
 
 namespace mnemo {
 namespace {

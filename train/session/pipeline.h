@@ -5,7 +5,7 @@
 // Each function requires the product of the one before and returns plain data.
 #pragma once
 #include "memory/mirror_planner.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // Synthetic data (see synthetic.h).
-#include "train/synthetic.h"
+#include "train/data/synthetic.h"
 
 #include <random>
 

@@ -1,5 +1,5 @@
 // Learning-rate schedules (see schedule.h).
-#include "train/schedule.h"
+#include "train/config/schedule.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // SGD's state (see sgd.h).
-#include "train/sgd.h"
+#include "train/session/sgd.h"
 
 
 namespace mnemo {

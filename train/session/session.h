@@ -1,14 +1,14 @@
 // `mnemo train`, `grad` and `bench`: one run from a config, top to bottom:
 //   config -> data source -> pipeline (model, mirror plan, training graph with the SGD update
-//   inside it) -> memory plan -> BoundStep on the device (train/step.h) -> the trainer's loop
+//   inside it) -> memory plan -> BoundStep on the device (train/session/step.h) -> the trainer's loop
 //   (batches staged on the device, learning-rate schedule, non-finite checks, metrics,
 //   checkpoints) -> evaluation in the step's arena.
 #pragma once
 #include <memory>
 #include <string>
 
-#include "train/config.h"
-#include "train/data.h"
+#include "train/config/config.h"
+#include "train/data/data.h"
 
 namespace mnemo {
 

@@ -1,5 +1,5 @@
 // The training pipeline's passes (see pipeline.h).
-#include "train/pipeline.h"
+#include "train/session/pipeline.h"
 
 namespace mnemo {
 

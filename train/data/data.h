@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "train/synthetic.h"
+#include "train/data/synthetic.h"
 
 namespace mnemo {
 
@@ -133,7 +133,7 @@ class TextChars : public DataSource {
   std::vector<uint8_t> ids_;  // the file as vocabulary ids
 };
 
-// SyntheticImages (train/synthetic.h) as a fixed set of `size` examples: example i is batch i of
+// SyntheticImages (train/data/synthetic.h) as a fixed set of `size` examples: example i is batch i of
 // the generator with one sample. Seeded and learnable (class template plus Gaussian noise).
 class SyntheticSource : public DataSource {
  public:
