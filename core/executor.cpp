@@ -1,4 +1,5 @@
-// Executor: a short loop over the schedule; all pointer work happens once, in prepare().
+// Executor: a short loop over the schedule; all pointer work happens once, in the constructor;
+// bind() only swaps the addresses a bound node's readers see.
 #include "core/executor.h"
 
 #include <chrono>
@@ -55,8 +56,38 @@ Executor::Executor(const Graph& g, MemoryPlan plan, Device* device, char* arena,
       out_[i][j].data = arena_.get() + s.offset;
     }
     if (n.op->kind == OpKind::compute) compute_.push_back(static_cast<int>(i));
-    if (n.is(OpKind::input) || n.is(OpKind::param)) bound_.push_back(static_cast<int>(i));
+    if (n.is(OpKind::input) || n.is(OpKind::param)) {
+      bound_.push_back(static_cast<int>(i));
+      if (n.outputs[0].bytes()) ++unbound_;
+    }
   }
+  // Inputs resolved once; who reads each entry, and which outputs alias it (views, state updated
+  // in place), so that bind() can update exactly those.
+  readers_.resize(g.size());
+  aliases_.resize(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    readers_[i].resize(out_[i].size());
+    aliases_[i].resize(out_[i].size());
+  }
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<int>(i));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const EntryRef e = n.inputs[k];
+      in_[i].push_back(out_[e.node][e.index]);
+      readers_[e.node][e.index].push_back({static_cast<int>(i), static_cast<int>(k)});
+    }
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (const std::optional<EntryRef> in = aliased_input(n, j)) {
+        aliases_[in->node][in->index].push_back({static_cast<int>(i), static_cast<int>(j)});
+        out_[i][j].data = out_[in->node][in->index].data;
+      }
+  }
+}
+
+void Executor::set_address(int node, int output, void* data) {
+  out_[node][output].data = data;
+  for (const auto& [reader, slot] : readers_[node][output]) in_[reader][slot].data = data;
+  for (const auto& [alias, j] : aliases_[node][output]) set_address(alias, j, data);
 }
 
 Executor::~Executor() = default;
@@ -74,26 +105,21 @@ void Executor::bind(int id, TensorView v) {
   MNEMO_CHECK(v.type == n.outputs[0]) << "the " << n.op->name << " node '" << n.name << "' expects " << n.outputs[0].str()
                                       << ", got " << v.type.str();
   MNEMO_CHECK(v.data || v.bytes() == 0) << "bind: node '" << n.name << "' bound to null";
-  out_[id][0] = v;
-  prepared_ = false;
+  if (!out_[id][0].data && v.bytes()) --unbound_;
+  set_address(id, 0, v.data);
 }
 
-void Executor::prepare() {
-  for (size_t i = 0; i < g_.size(); ++i) {
-    const Node& n = g_.node(static_cast<int>(i));
-    if ((n.is(OpKind::input) || n.is(OpKind::param)) && !out_[i][0].data && out_[i][0].bytes())
-      MNEMO_FAIL() << "run: " << n.op->name << " node '" << n.name << "' (" << n.outputs[0].str()
-                   << ") is not bound";
-    in_[i].clear();
-    for (const EntryRef& e : n.inputs) in_[i].push_back(out_[e.node][e.index]);
-    for (size_t j = 0; j < n.outputs.size(); ++j)  // views and state updated in place: the input's bytes
-      if (const std::optional<EntryRef> in = aliased_input(n, j)) out_[i][j].data = out_[in->node][in->index].data;
+void Executor::check_bound() const {
+  if (unbound_ == 0) return;
+  for (int id : bound_) {
+    const Node& n = g_.node(id);
+    if (!out_[id][0].data && out_[id][0].bytes())
+      MNEMO_FAIL() << "run: " << n.op->name << " node '" << n.name << "' (" << n.outputs[0].str() << ") is not bound";
   }
-  prepared_ = true;
 }
 
 void Executor::run() {
-  if (!prepared_) prepare();
+  check_bound();
   // The first run is never captured: libraries initialise lazily on first use (module loading,
   // cuBLAS/cuDNN setup), which a capturing stream does not allow.
   if (!capture_ || !profile_.empty() || runs_++ == 0) return run_nodes();
@@ -153,7 +179,7 @@ void Executor::run_nodes() {
 }
 
 Executor::NonFinite Executor::find_non_finite() {
-  if (!prepared_) prepare();
+  check_bound();
   auto scan = [&](int id, int j) -> NonFinite {
     if (!is_float(g_.node(id).outputs[j].dtype)) return {};
     const Tensor t = fetch({id, j});

@@ -25,7 +25,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Binds an input or param node (by name or id) to caller-owned memory of exactly its type.
+  // Binds an input or param node (by name or id) to caller-owned memory of exactly its type: only
+  // the addresses its readers (and views of it) see change.
   void bind(const std::string& name, TensorView v);
   void bind(int node, TensorView v);
   void run();
@@ -61,7 +62,8 @@ class Executor {
   const Graph& graph() const { return g_; }
 
  private:
-  void prepare();
+  void set_address(int node, int output, void* data);  // and every reader and alias of it
+  void check_bound() const;
   void run_node(int id);
   void run_nodes();
   const Graph& g_;
@@ -76,11 +78,13 @@ class Executor {
   int64_t arena_bytes_ = 0;
   bool owns_arena_ = true;
   std::vector<std::vector<TensorView>> out_;  // [node][output]
-  std::vector<std::vector<TensorView>> in_;   // [node][input], resolved by prepare()
+  std::vector<std::vector<TensorView>> in_;   // [node][input], resolved once
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> readers_;  // [node][output] -> (reader, input slot)
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> aliases_;  // [node][output] -> (view / update node, output)
+  int64_t unbound_ = 0;                       // bound nodes (non-empty) without an address yet
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
   std::vector<PreparedKernel> kernels_;       // [node]: prepared for the device (the plan's)
   std::vector<int> bound_;                    // ids of input and param nodes (their addresses key captured steps)
-  bool prepared_ = false;
   std::vector<double> profile_;
   bool capture_ = false;
   int captures_ = 0;
