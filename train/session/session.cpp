@@ -124,6 +124,7 @@ class Trainer {
   Evaluator::Result evaluate();
   void print_profile(int64_t steps) const;
 
+  Clock::time_point created_ = Clock::now();  // first member: setup time counts from here
   const TrainOptions& opt_;
   Config& c_;
   std::shared_ptr<const DataSource> train_, test_;
@@ -228,7 +229,6 @@ void Trainer::print_profile(int64_t steps) const {
 }
 
 int Trainer::run() {
-  const auto t_setup = Clock::now();
   const PlannedStep& ps = step_->result().planned;
   const std::string where = device_->name();
   std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
@@ -244,6 +244,7 @@ int Trainer::run() {
     staged_ = true;
   };
   const auto t0 = Clock::now();
+  const double setup_s = std::chrono::duration<double>(t0 - created_).count();
   first_ = state_.step;
   int64_t saved_at = -1;
   if (state_.step < total_) stage_next();
@@ -320,7 +321,7 @@ int Trainer::run() {
   } else {
     std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during the run (setup took %.1f s)\n",
                 format_bytes(step_->executor().allocated_bytes()).c_str(),
-                format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0_)).c_str(), seconds_since(t_setup) - train_s);
+                format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0_)).c_str(), setup_s);
   }
   return 0;
 }
