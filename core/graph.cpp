@@ -47,6 +47,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   try {
     n.params = def.parse(attrs);
     n.outputs = def.infer(n.params.get(), in_types);
+    for (const TensorType& t : n.outputs) (void)t.numel();  // sizes checked here, where the node is named
   } catch (const Error& err) {
     std::string types;
     for (const auto& t : in_types) types += (types.empty() ? "" : ", ") + t.str();

@@ -15,7 +15,13 @@ DType parse_dtype(const std::string& n) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  bool big = false;
+  for (int64_t d : s) {
+    MNEMO_CHECK(d >= 0) << "shape " << shape_str(s) << " has a negative dimension";
+    if (d == 0) return 0;
+    if (big || __builtin_mul_overflow(n, d, &n) || n > kMaxElements) big = true;
+  }
+  MNEMO_CHECK(!big) << "shape " << shape_str(s) << " has more than 2^40 elements (the largest tensor mnemo plans)";
   return n;
 }
 

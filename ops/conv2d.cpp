@@ -26,6 +26,8 @@ Params parse_common(AttrReader& r) {
   MNEMO_CHECK(p.sh >= 1 && p.sw >= 1) << "stride must be >= 1, got [" << p.sh << "," << p.sw << "]";
   MNEMO_CHECK(p.ph >= 0 && p.pw >= 0) << "padding must be >= 0, got [" << p.ph << "," << p.pw << "]";
   MNEMO_CHECK(p.dh >= 1 && p.dw >= 1) << "dilation must be >= 1, got [" << p.dh << "," << p.dw << "]";
+  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw})
+    MNEMO_CHECK(v <= kMaxConvDim) << "stride, padding and dilation must be at most 2^24, got " << v;
   const std::string algo = r.get_string("algo", "auto");
   MNEMO_CHECK(algo == "auto" || algo == "im2col" || algo == "winograd")
       << "algo must be \"auto\", \"im2col\" or \"winograd\", got \"" << algo << "\"";
@@ -51,6 +53,9 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
   MNEMO_CHECK(N >= 1 && C >= 1 && H >= 1 && W >= 1 && K >= 1 && R >= 1 && S >= 1)
       << op << ": empty dimension (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << " R=" << R
       << " S=" << S << ")";
+  for (int64_t d : {N, C, H, W, K, R, S})
+    MNEMO_CHECK(d <= kMaxConvDim) << op << ": dimension " << d << " is larger than 2^24 (N=" << N << " C=" << C << " H=" << H
+                                  << " W=" << W << " K=" << K << " R=" << R << " S=" << S << ")";
   const int64_t eh = p.dh * (R - 1) + 1, ew = p.dw * (S - 1) + 1;  // dilated kernel extent
   MNEMO_CHECK(eh <= H + 2 * p.ph && ew <= W + 2 * p.pw)
       << op << ": kernel " << R << "x" << S << " (dilated extent " << eh << "x" << ew
@@ -58,6 +63,11 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
       << ", padding [" << p.ph << "," << p.pw << "])";
   Geom g{N, C, H, W, K, R, S, (H + 2 * p.ph - eh) / p.sh + 1, (W + 2 * p.pw - ew) / p.sw + 1,
          p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
+  // oneDNN and cuDNN index tensors with 32-bit integers.
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"x", numel({N, C, H, W})}, {"w", numel({K, C, R, S})},
+                                {"y", numel({N, K, g.P, g.Q})}, {"im2col columns", numel({C, R, S, g.P, g.Q})}})
+    MNEMO_CHECK(n <= INT32_MAX) << op << ": " << what << " would have " << n << " elements; convolutions are limited to 2^31 - 1"
+                                << " per tensor (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << ")";
   return g;
 }
 

@@ -11,6 +11,9 @@
 
 namespace mnemo::ops::conv {
 
+// The largest dimension, stride, padding or dilation a convolution accepts.
+constexpr int64_t kMaxConvDim = int64_t{1} << 24;
+
 // "auto": oneDNN direct convolution for float32 (measured 1.5-2.5x faster here than im2col, see
 // docs/BENCHMARKS.md), im2col + Eigen GEMM for float64. "im2col": im2col + Eigen GEMM for both.
 // "winograd": oneDNN Winograd F(4x4,3x3) for float32 where oneDNN has it (3x3, stride 1, no

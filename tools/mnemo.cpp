@@ -1,8 +1,14 @@
 // The mnemo command: train, grad, plan, curve, bench, ops, graph (see --help and the README).
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <new>
 #include <sstream>
+#include <system_error>
 
 #include "autograd/op_info.h"
 #include "core/error.h"
@@ -98,6 +104,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear at once in logs and pipes
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG, which the writers report,
+  // instead of killing the process; a closed pipe gives EPIPE instead of a silent death.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
   app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION);
   app.require_subcommand(1);
@@ -178,6 +188,25 @@ int main(int argc, char** argv) {
     }
   } catch (const mnemo::Error& e) {
     std::cerr << "mnemo: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // every failure ends in a message, never an abort
+    std::cerr << "mnemo: error: " << e.code().message() << ": " << e.path1().string()
+              << (e.path2().empty() ? "" : " -> " + e.path2().string()) << " (" << e.what() << ")\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "mnemo: error: out of memory (an allocation failed; a smaller batch or another memory mode may fit: "
+                 "see mnemo plan)\n";
+    return 1;
+  } catch (const std::system_error& e) {
+    std::cerr << "mnemo: error: " << e.what() << " (" << e.code().message() << ")\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "mnemo: error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "mnemo: error: writing the output failed (" << std::strerror(errno) << ")\n";
     return 1;
   }
   return 0;
