@@ -35,9 +35,9 @@ MemoryMode parse_memory_mode(const std::string& name) {
     try {
       size_t pos = 0;
       m.depth = std::stoi(name.substr(10), &pos);
-      MNEMO_CHECK(pos == name.size() - 10 && m.depth >= 1) << "bad depth";
+      MNEMO_CHECK(pos == name.size() - 10 && m.depth >= 1 && m.depth <= 64) << "bad depth";
     } catch (...) {
-      MNEMO_FAIL() << "memory mode '" << name << "': expected recursive=DEPTH with DEPTH >= 1";
+      MNEMO_FAIL() << "memory mode '" << name << "': expected recursive=DEPTH with DEPTH in [1, 64]";
     }
   } else {
     MNEMO_FAIL() << "unknown memory mode '" << name
@@ -186,7 +186,15 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
   switch (mode.mirror) {
     case MirrorStrategy::none: best = evaluate(apply({})); break;
     case MirrorStrategy::drop_bn_relu: best = evaluate(apply(drop_bn_relu_plan(fwd))); break;
-    case MirrorStrategy::recursive: best = evaluate(apply(recursive_plan(fwd, find_cuts(fwd), mode.depth))); break;
+    case MirrorStrategy::recursive: {
+      // Deeper nesting than bisection of the cuts needs (log2 of their count) recomputes more and
+      // saves nothing: the depth is capped by the graph's, which also bounds the planner's work.
+      const std::vector<Cut> cuts = find_cuts(fwd);
+      const int levels = std::max(1, static_cast<int>(std::ceil(std::log2(static_cast<double>(cuts.size()) + 1.0))));
+      const int depth = mode.depth > 0 ? std::min(mode.depth, levels) : 0;
+      best = evaluate(apply(recursive_plan(fwd, cuts, depth)));
+      break;
+    }
     case MirrorStrategy::sublinear: {
       const std::vector<Cut> cuts = find_cuts(fwd);
       std::vector<SearchStep> log;

@@ -1,5 +1,6 @@
 // Config files: every shipped config loads and builds; bad input is an error naming
 // file:line:column, the key path and what was expected; a mutation fuzz run never crashes.
+#include <sys/stat.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -68,7 +69,7 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
   const std::string base = "data: {source: synthetic, shape: [3, 8, 8], classes: 4, batch: 2}\ntrain: {steps: 1}\n";
   const BadCase cases[] = {
       {"model:\n  type: resnet\n  dept: 20\n", "t.yaml:3:3", "model.dept: expected a known key"},
-      {"model:\n  type: resnet\n  depth: twenty\n", "t.yaml:3:10", "model.depth: expected an integer, got 'twenty'"},
+      {"model:\n  type: resnet\n  depth: twenty\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000], got 'twenty'"},
       {"model:\n  type: resnet\n  depth: 21\n", "t.yaml:2:3", "6n+2"},
       {"model:\n  type: transformer\n", "t.yaml:2:9", "model.type: expected one of resnet, lstm, graph"},
       {"model:\n  type: resnet\n  style: imagenet\n  depth: 77\n", "t.yaml:", "give model.blocks"},
@@ -78,6 +79,13 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
       {"model:\n  type: resnet\n  depth: 20\n  blocks: [1, 2]\n", "t.yaml:", "cifar ResNet takes depth"},
       {"model:\n  type: resnet\n  depth: 20\n  x: [1, 2\n", "t.yaml:", "invalid YAML"},
+      // Integers are range-checked, never wrapped (4294967316 = 2^32 + 20 once built a 20-layer net).
+      {"model:\n  type: resnet\n  depth: 4294967316\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000], got '4294967316'"},
+      {"model:\n  type: resnet\n  depth: 99999999999999999999\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000]"},
+      {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 2000000000}\n", "t.yaml:4:16", "train.steps: expected an integer in [1, 1000000000]"},
+      {"model:\n  type: resnet\n  depth: 20\n  width: 3000000000\n", "t.yaml:4:10", "model.width: expected an integer in [1, 65536]"},
+      // Duplicate keys are an error (yaml-cpp would keep the first silently).
+      {"model:\n  type: resnet\n  depth: 20\n  depth: 56\n", "t.yaml:4:3", "key 'depth' appears twice (first at line 3)"},
   };
   for (const BadCase& bc : cases) {
     std::string yaml = bc.yaml;
@@ -87,6 +95,23 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
     EXPECT_NE(err.find(bc.where), std::string::npos) << "expected " << bc.where << " in: " << err << "\nfor:\n" << yaml;
     EXPECT_NE(err.find(bc.message), std::string::npos) << "expected '" << bc.message << "' in: " << err << "\nfor:\n" << yaml;
   }
+}
+
+// Files that are not regular (a device, a FIFO, a directory, /proc) or too large are refused up
+// front instead of being read for ever or into gigabytes.
+TEST(Config, OnlyRegularFilesOfASaneSizeAreRead) {
+  TempDir d;
+  for (const std::string& path : {std::string("/dev/zero"), std::string("/dev/null"), d.path.string(), std::string("/proc/self/status")}) {
+    const std::string e = test::error_of([&] { load_config(path); });
+    EXPECT_TRUE(e.find("is not a regular file") != std::string::npos || e.find("kernel interface file") != std::string::npos)
+        << path << ": " << e;
+  }
+  const std::string fifo = (d.path / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(test::error_of([&] { load_config(fifo); }).find("is not a regular file (a FIFO)"), std::string::npos);
+  const std::string big = d.file("big.yaml", std::string(kMaxConfigBytes + 1, '#'));
+  EXPECT_NE(test::error_of([&] { load_config(big); }).find("the limit is 4194304 bytes"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { load_config(d.file("missing.yaml")); }).find("cannot open config file"), std::string::npos);
 }
 
 TEST(Config, GenericGraphErrorsNameTheNode) {

@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH]), overrides the config");
-  train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")->check(CLI::PositiveNumber);
+  train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
+      ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
   train->add_option("--device", topt.device, "cpu, cuda or cuda:N (overrides the config)");
   train->add_option("--save-init", topt.save_init, "write the initial weights (safetensors) and exit");
@@ -153,9 +154,9 @@ int main(int argc, char** argv) {
   mnemo::BenchOptions bopt;
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   bench->add_option("--memory", bopt.memory, "memory mode, overrides the config");
-  bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::PositiveNumber);
+  bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
+  bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   bench->add_flag("--json", bopt.json, "one JSON line");
   bench->add_option("--device", bopt.device, "cpu, cuda or cuda:N (overrides the config)");
   bench->add_flag("--eager", bopt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");

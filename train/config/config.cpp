@@ -2,6 +2,7 @@
 #include "train/config/config.h"
 
 #include "memory/mirror_planner.h"
+#include "train/config/files.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -67,12 +68,18 @@ class Section {
       fail(v, key(k), expected, text(v));
     }
   }
-  int64_t get_int(const std::string& k, int64_t dflt, int64_t min = INT64_MIN) {
+  // Integers are range-checked, never wrapped: a value outside [min, max] (or outside int64, which
+  // yaml-cpp refuses to convert) is an error naming the key and the range.
+  int64_t get_int(const std::string& k, int64_t dflt, int64_t min = INT64_MIN, int64_t max = kMaxInt) {
     YAML::Node v = raw(k);
     if (!v) return dflt;
-    const int64_t x = scalar<int64_t>(k, v, "an integer");
-    if (x < min) fail(v, key(k), "an integer >= " + std::to_string(min), text(v));
+    const int64_t x = scalar<int64_t>(k, v, range(min, max).c_str());
+    if (x < min || x > max) fail(v, key(k), range(min, max), text(v));
     return x;
+  }
+  static std::string range(int64_t min, int64_t max) {
+    if (min == INT64_MIN) return "an integer <= " + std::to_string(max);
+    return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   }
   double get_float(const std::string& k, double dflt, double min = -1e300) {
     YAML::Node v = raw(k);
@@ -97,14 +104,16 @@ class Section {
     }
     return s;
   }
-  std::vector<int64_t> get_ints(const std::string& k, std::vector<int64_t> dflt, int64_t min = INT64_MIN) {
+  std::vector<int64_t> get_ints(const std::string& k, std::vector<int64_t> dflt, int64_t min = INT64_MIN,
+                                int64_t max = kMaxInt) {
     YAML::Node v = raw(k);
     if (!v) return dflt;
     if (!v.IsSequence()) fail(v, key(k), "a list of integers", text(v));
+    MNEMO_CHECK(v.size() <= 1024) << where(v) << ": " << key(k) << ": expected at most 1024 integers, got " << v.size();
     std::vector<int64_t> out;
     for (size_t i = 0; i < v.size(); ++i) {
-      const int64_t x = scalar<int64_t>(k + "[" + std::to_string(i) + "]", v[i], "an integer");
-      if (x < min) fail(v[i], key(k) + "[" + std::to_string(i) + "]", "an integer >= " + std::to_string(min), text(v[i]));
+      const int64_t x = scalar<int64_t>(k + "[" + std::to_string(i) + "]", v[i], range(min, max).c_str());
+      if (x < min || x > max) fail(v[i], key(k) + "[" + std::to_string(i) + "]", range(min, max), text(v[i]));
       out.push_back(x);
     }
     return out;
@@ -162,7 +171,7 @@ GraphVarSpec var_spec(Section& parent, const std::string& group, const YAML::Nod
   GraphVarSpec v;
   v.name = name_node.as<std::string>();
   v.where = parent.where(name_node);
-  std::vector<int64_t> shape = s.get_ints("shape", {}, 0);
+  std::vector<int64_t> shape = s.get_ints("shape", {}, 0, kMaxElements);
   if (!s.has("shape")) s.fail(body, s.key("shape"), "a shape (list of integers)", "none");
   v.shape.assign(shape.begin(), shape.end());
   v.dtype = parse_dtype(s.get_string("dtype", "float32", {"float32", "int32", "float64"}));
@@ -183,10 +192,10 @@ void parse_model(Section& m, Config& c) {
   if (c.model_type == "resnet") {
     ResNetConfig& r = c.resnet;
     r.style = m.get_string("style", "cifar", {"cifar", "imagenet"});
-    r.depth = static_cast<int>(m.get_int("depth", r.style == "cifar" ? 20 : 50, 1));
-    for (int64_t b : m.get_ints("blocks", {}, 1)) r.blocks.push_back(static_cast<int>(b));
+    r.depth = static_cast<int>(m.get_int("depth", r.style == "cifar" ? 20 : 50, 1, 20000));
+    for (int64_t b : m.get_ints("blocks", {}, 1, 10000)) r.blocks.push_back(static_cast<int>(b));
     r.block = m.get_string("block", "", {"basic", "bottleneck"});
-    r.width_base = m.get_int("width", 0, 1);
+    r.width_base = m.get_int("width", 0, 1, 1 << 16);
     try {
       resnet_blocks(r);
     } catch (const Error& e) {
@@ -194,9 +203,9 @@ void parse_model(Section& m, Config& c) {
     }
   } else if (c.model_type == "lstm") {
     LstmConfig& l = c.lstm;
-    l.layers = m.get_int("layers", 1, 1);
-    l.hidden = m.get_int("hidden", 128, 1);
-    l.steps = m.get_int("steps", 0, 0);  // 0: from the data
+    l.layers = m.get_int("layers", 1, 1, 1024);
+    l.hidden = m.get_int("hidden", 128, 1, 1 << 20);
+    l.steps = m.get_int("steps", 0, 0, 1 << 20);  // 0: from the data
     l.per_step = m.get_bool("per_step", false);
   } else {
     GraphModelConfig& g = c.graph;
@@ -227,7 +236,7 @@ void parse_model(Section& m, Config& c) {
       if (a.node().IsDefined())
         for (auto it = a.node().begin(); it != a.node().end(); ++it)
           n.attrs[it->first.as<std::string>()] = attr_value(a, it->first.as<std::string>(), it->second);
-      n.mirror = static_cast<int>(s.get_int("mirror", -1, 0));
+      n.mirror = static_cast<int>(s.get_int("mirror", -1, 0, kMaxMirror));
       if (n.mirror >= 0) c.mirror[n.name] = n.mirror;
       s.finish();
       g.nodes.push_back(std::move(n));
@@ -239,8 +248,26 @@ void parse_model(Section& m, Config& c) {
   Section mir = m.section("mirror");
   if (mir.node().IsDefined())
     for (auto it = mir.node().begin(); it != mir.node().end(); ++it)
-      c.mirror[it->first.as<std::string>()] = static_cast<int>(mir.get_int(it->first.as<std::string>(), 0, 0));
+      c.mirror[it->first.as<std::string>()] = static_cast<int>(mir.get_int(it->first.as<std::string>(), 0, 0, kMaxMirror));
   m.finish();
+}
+
+// yaml-cpp keeps the first of two equal keys and ignores the second: refuse them instead.
+void reject_duplicate_keys(const YAML::Node& n, const std::string& file, int depth = 0) {
+  MNEMO_CHECK(depth < 64) << file << ":" << n.Mark().line + 1 << ": the config nests deeper than 64 levels";
+  if (n.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Mark m = it->first.Mark();
+      const std::string k = it->first.IsScalar() ? it->first.Scalar() : "(a non-scalar key)";
+      auto [prev, fresh] = seen.emplace(k, m);
+      MNEMO_CHECK(fresh) << file << ":" << m.line + 1 << ":" << m.column + 1 << ": key '" << k << "' appears twice (first at line "
+                         << prev->second.line + 1 << "); a config key may appear once";
+      reject_duplicate_keys(it->second, file, depth + 1);
+    }
+  } else if (n.IsSequence()) {
+    for (const YAML::Node& e : n) reject_duplicate_keys(e, file, depth + 1);
+  }
 }
 
 }  // namespace
@@ -254,6 +281,7 @@ Config parse_config(const std::string& text, const std::string& name) {
                 ": invalid YAML: " + e.msg);
   }
   if (!root || root.IsNull()) throw Error(name + ": the config is empty (expected model, data, ... sections)");
+  reject_duplicate_keys(root, name);
   Config c;
   c.file = name;
   try {
@@ -267,16 +295,16 @@ Config parse_config(const std::string& text, const std::string& name) {
     data.path = d.get_string("path", data.source.rfind("fashion-mnist", 0) == 0 ? "/usr/share/datasets/fashion-mnist" : "");
     if ((data.source == "cifar10" || data.source == "text") && data.path.empty())
       d.fail(d.node(), d.key("path"), data.source == "text" ? "the text file to read" : "the directory of the CIFAR-10 binary files", "none");
-    data.batch = d.get_int("batch", 64, 1);
-    data.eval_batch = d.get_int("eval_batch", 0, 0);
-    std::vector<int64_t> shape = d.get_ints("shape", {}, 1);
+    data.batch = d.get_int("batch", 64, 1, 1 << 24);
+    data.eval_batch = d.get_int("eval_batch", 0, 0, 1 << 24);
+    std::vector<int64_t> shape = d.get_ints("shape", {}, 1, 1 << 24);
     data.shape.assign(shape.begin(), shape.end());
     if (data.source.rfind("synthetic", 0) == 0 && data.shape.empty() && c.model_type != "graph")
       d.fail(d.node(), d.key("shape"), "the per-example shape of synthetic data, e.g. [3, 32, 32]", "none");
-    data.classes = d.get_int("classes", 10, 2);
-    data.size = d.get_int("size", 50000, 1);
-    data.eval_size = d.get_int("eval_size", 10000, 0);
-    data.steps = d.get_int("steps", 0, 0);
+    data.classes = d.get_int("classes", 10, 2, 1 << 24);
+    data.size = d.get_int("size", 50000, 1, int64_t{1} << 40);
+    data.eval_size = d.get_int("eval_size", 10000, 0, int64_t{1} << 40);
+    data.steps = d.get_int("steps", 0, 0, 1 << 20);
     if (data.source == "text" && data.steps < 1) d.fail(d.node(), d.key("steps"), "the number of characters per sequence (>= 1)", "none");
     data.eval = d.get_bool("eval", true);
     d.finish();
@@ -290,8 +318,8 @@ Config parse_config(const std::string& text, const std::string& name) {
 
     Section s = top.section("schedule");
     c.schedule.type = s.get_string("type", "constant", {"constant", "step", "cosine"});
-    c.schedule.warmup_steps = s.get_int("warmup_steps", 0, 0);
-    c.schedule.milestones = s.get_ints("milestones", {}, 1);
+    c.schedule.warmup_steps = s.get_int("warmup_steps", 0, 0, kMaxSteps);
+    c.schedule.milestones = s.get_ints("milestones", {}, 1, kMaxSteps);
     c.schedule.gamma = s.get_float("gamma", 0.1, 0.0);
     c.schedule.min_lr = s.get_float("min_lr", 0.0, 0.0);
     if (c.schedule.type == "step" && c.schedule.milestones.empty())
@@ -299,14 +327,14 @@ Config parse_config(const std::string& text, const std::string& name) {
     s.finish();
 
     Section t = top.section("train");
-    c.run.steps = t.get_int("steps", 0, 1);
-    c.run.epochs = t.get_int("epochs", 0, 1);
+    c.run.steps = t.get_int("steps", 0, 1, kMaxSteps);
+    c.run.epochs = t.get_int("epochs", 0, 1, kMaxSteps);
     if ((c.run.steps > 0) == (c.run.epochs > 0))
       t.fail(t.node().IsDefined() ? t.node() : root, t.key("steps"), "exactly one of train.steps or train.epochs");
-    c.run.log_every = t.get_int("log_every", 10, 1);
-    c.run.eval_every = t.get_int("eval_every", 0, 0);
-    c.run.seed = static_cast<uint64_t>(t.get_int("seed", 1, 0));
-    c.run.threads = static_cast<int>(t.get_int("threads", 0, 0));
+    c.run.log_every = t.get_int("log_every", 10, 1, kMaxSteps);
+    c.run.eval_every = t.get_int("eval_every", 0, 0, kMaxSteps);
+    c.run.seed = static_cast<uint64_t>(t.get_int("seed", 1, 0, INT64_MAX));
+    c.run.threads = static_cast<int>(t.get_int("threads", 0, 0, 4096));
     c.run.metrics = t.get_string("metrics", "");
     t.finish();
 
@@ -320,7 +348,7 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");
-    c.checkpoint.every = k.get_int("every", 0, 0);
+    c.checkpoint.every = k.get_int("every", 0, 0, kMaxSteps);
     k.finish();
     top.finish();
   } catch (const YAML::Exception& e) {
@@ -330,11 +358,7 @@ Config parse_config(const std::string& text, const std::string& name) {
 }
 
 Config load_config(const std::string& path) {
-  std::ifstream in(path);
-  MNEMO_CHECK(in) << "cannot open config file '" << path << "'";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(read_small_file(path, "config file", kMaxConfigBytes), path);
 }
 
 DataShape static_data_shape(const Config& c) {

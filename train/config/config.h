@@ -72,6 +72,13 @@ struct Config {
   CheckpointConfig checkpoint;
 };
 
+// Limits of config values (every integer key is range-checked against these or tighter bounds,
+// never wrapped; docs/CONFIG.md lists them).
+constexpr int64_t kMaxInt = INT32_MAX;             // default bound of integer keys
+constexpr int64_t kMaxSteps = 1000000000;          // train.steps, epochs, --steps, schedule steps
+constexpr int64_t kMaxMirror = 64;                 // per-node mirror counts
+constexpr int64_t kMaxConfigBytes = 4 << 20;       // a config file larger than this is refused
+
 Config load_config(const std::string& path);
 // Parses YAML text; `name` is used as the file name in errors.
 Config parse_config(const std::string& text, const std::string& name);

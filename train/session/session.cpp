@@ -42,10 +42,11 @@ int64_t peak_rss_bytes() {
 }
 
 std::string hms(double s) {
-  char buf[32];
-  const int t = static_cast<int>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  if (!(s >= 0) || s > 1e12) return "?";  // no rate yet, or beyond any useful estimate
+  char buf[48];
+  const long long t = static_cast<long long>(s + 0.5);
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
   return buf;
 }
 
@@ -154,7 +155,12 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
       p_(build_pipeline(c, ds_, c.data.batch)), params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
       loader_(train_, c.data.batch, true, c.run.seed, time_major(c)) {
-  total_ = opt.steps ? opt.steps : c.run.steps ? c.run.steps : c.run.epochs * loader_.batches_per_epoch();
+  int64_t from_epochs = 0;
+  if (!opt.steps && !c.run.steps)
+    MNEMO_CHECK(!__builtin_mul_overflow(c.run.epochs, loader_.batches_per_epoch(), &from_epochs) && from_epochs <= kMaxSteps)
+        << c.file << ": train.epochs " << c.run.epochs << " x " << loader_.batches_per_epoch()
+        << " batches per epoch is more than " << kMaxSteps << " steps";
+  total_ = opt.steps ? opt.steps : c.run.steps ? c.run.steps : from_epochs;
   state_ = {0, 0, c.run.seed};
   if (!opt.init.empty()) {
     MNEMO_CHECK(opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";

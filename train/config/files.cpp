@@ -1,0 +1,43 @@
+// Safe opening of user-named files (see files.h).
+#include "train/config/files.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mnemo {
+
+int64_t regular_file_size(const std::string& path, const std::string& what) {
+  struct stat st {};
+  MNEMO_CHECK(::stat(path.c_str(), &st) == 0) << "cannot open " << what << " '" << path << "': " << std::strerror(errno);
+  MNEMO_CHECK(S_ISREG(st.st_mode)) << what << " '" << path << "' is not a regular file ("
+                                   << (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)            ? "a device"
+                                       : S_ISSOCK(st.st_mode)                                  ? "a socket"
+                                                                                               : "not a file")
+                                   << ")";
+  // /proc and /sys files report size 0 (or 4096) but produce other contents: refuse them.
+  MNEMO_CHECK(path.rfind("/proc/", 0) != 0 && path.rfind("/sys/", 0) != 0)
+      << what << " '" << path << "' is a kernel interface file, not a " << what;
+  return static_cast<int64_t>(st.st_size);
+}
+
+std::string read_small_file(const std::string& path, const std::string& what, int64_t max_bytes) {
+  const int64_t size = regular_file_size(path, what);
+  MNEMO_CHECK(size <= max_bytes) << what << " '" << path << "' is " << size << " bytes; the limit is " << max_bytes
+                                 << " bytes";
+  std::ifstream in(path, std::ios::binary);
+  MNEMO_CHECK(in) << "cannot open " << what << " '" << path << "': " << std::strerror(errno);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), size);
+  MNEMO_CHECK(in.gcount() == size) << "reading " << what << " '" << path << "' failed after " << in.gcount() << " of " << size
+                                   << " bytes";
+  return text;
+}
+
+}  // namespace mnemo

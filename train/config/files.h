@@ -1,0 +1,16 @@
+// Opening files a user names (configs, data, checkpoints, weights) safely: only regular files (a
+// FIFO, a device such as /dev/zero or /dev/urandom, a directory or a /proc entry is refused up
+// front instead of blocking or reading for ever), and only up to a stated size.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mnemo {
+
+// The size of the regular file at `path` (symlinks followed); throws naming `what` and the path
+// when it is missing, unreadable or not a regular file.
+int64_t regular_file_size(const std::string& path, const std::string& what);
+// Its whole contents, refusing files larger than `max_bytes`.
+std::string read_small_file(const std::string& path, const std::string& what, int64_t max_bytes);
+
+}  // namespace mnemo
