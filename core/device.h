@@ -67,6 +67,9 @@ class Device {
   virtual int64_t memory_in_use() const = 0;
   virtual int64_t memory_at_open() const = 0;
   virtual int64_t allocated_bytes() const = 0;  // sum of live allocate() calls
+  // Bytes the device could still allocate (cudaMemGetInfo's free memory); -1 when unknown. A
+  // device that reads host memory answers -1: the host's is checked from /proc and the cgroup.
+  virtual int64_t memory_free() const { return -1; }
 };
 
 // The process's CPU device (core/cpu_device.cpp), used wherever a null Device* is passed; and the

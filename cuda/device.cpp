@@ -204,6 +204,10 @@ class CudaDevice final : public Device {
   int64_t memory_in_use() const override { return used_now(); }
   int64_t memory_at_open() const override { return at_open_; }
   int64_t allocated_bytes() const override { return allocated_; }
+  int64_t memory_free() const override {
+    size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<int64_t>(free) : -1;
+  }
 
  private:
   void open(int ordinal) {

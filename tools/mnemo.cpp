@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
   train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
   train->add_flag("--profile", topt.profile, "print the time spent per op");
+  train->add_flag("--force", topt.force, "skip the pre-flight check that the planned step fits the device's memory");
   train->add_flag("--eager", topt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
   auto* grad = app.add_subcommand("grad", "one forward/backward on given weights and batch; writes the loss and every parameter gradient");
   mnemo::GradOptions gopt;
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
   grad->add_option("--out", gopt.out, "output file (safetensors: 'loss', 'grad/<param>')")->required();
   grad->add_option("--memory", gopt.memory, "memory mode, overrides the config");
   grad->add_option("--device", gopt.device, "cpu, cuda or cuda:N (overrides the config)");
+  grad->add_flag("--force", gopt.force, "skip the pre-flight check that the planned step fits the device's memory");
   auto* bench = app.add_subcommand("bench", "time training steps of a config (synthetic batches of its shapes)");
   mnemo::BenchOptions bopt;
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   bench->add_flag("--json", bopt.json, "one JSON line");
   bench->add_option("--device", bopt.device, "cpu, cuda or cuda:N (overrides the config)");
+  bench->add_flag("--force", bopt.force, "skip the pre-flight check that the planned step fits the device's memory");
   bench->add_flag("--eager", bopt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
   auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode: CSV and log-log plots");
   mnemo::CurveOptions copt;

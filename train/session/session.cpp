@@ -131,13 +131,14 @@ class Trainer {
   std::shared_ptr<const DataSource> train_, test_;
   DataShape ds_;
   Pipeline p_;
+  std::unique_ptr<Device> device_;
+  int64_t rss0_ = 0;      // before anything large is allocated (parameters, arena)
+  MirrorResult planned_;  // checked against the device's memory before the stores below exist
   ParamStore params_;
   Sgd sgd_;
   BatchLoader loader_;
   int64_t total_ = 0;
   TrainState state_;
-  int64_t rss0_ = 0;
-  std::unique_ptr<Device> device_;
   std::unique_ptr<BoundStep> step_;
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<std::ofstream> metrics_;
@@ -152,7 +153,9 @@ class Trainer {
 
 Trainer::Trainer(const TrainOptions& opt, Config& c)
     : opt_(opt), c_(c), train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)),
-      p_(build_pipeline(c, ds_, c.data.batch)), params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
+      p_(build_pipeline(c, ds_, c.data.batch)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
+      planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
+      params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
       loader_(train_, c.data.batch, true, c.run.seed, time_major(c)) {
   int64_t from_epochs = 0;
@@ -174,9 +177,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
-  rss0_ = peak_rss_bytes();
-  device_ = open_run_device(c, opt.device);
-  step_ = std::make_unique<BoundStep>(c, p_, params_, &sgd_, *device_, !opt.eager);
+  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
@@ -394,11 +395,12 @@ int run_grad(const GradOptions& opt) {
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);
   Pipeline p = build_pipeline(c, ds, n);
   const Graph& fwd = p.model.builder.graph();
-  ParamStore params(fwd, p.model.builder.params(), c.run.seed);
-  load_weights(opt.weights, "weights file", params);
   if (!opt.memory.empty()) c.memory = opt.memory;
   std::unique_ptr<Device> device = open_run_device(c, opt.device);
-  BoundStep step(c, p, params, nullptr, *device);
+  MirrorResult planned = plan_step(c, p, *device, false, opt.force, batch_bytes(p, 1));
+  ParamStore params(fwd, p.model.builder.params(), c.run.seed);
+  load_weights(opt.weights, "weights file", params);
+  BoundStep step(std::move(planned), p, params, nullptr, *device);
   step.bind_host(x, y);
   step.run();
   // Host copies of the loss and every gradient; nothing is written unless all are finite.
@@ -429,10 +431,11 @@ int run_bench(const BenchOptions& opt) {
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);
   Pipeline p = build_pipeline(c, ds, c.data.batch);
+  std::unique_ptr<Device> device = open_run_device(c, opt.device);
+  MirrorResult planned = plan_step(c, p, *device, true, opt.force, batch_bytes(p, 2));
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
-  std::unique_ptr<Device> device = open_run_device(c, opt.device);
-  BoundStep step(c, p, params, &sgd, *device, !opt.eager);
+  BoundStep step(std::move(planned), p, params, &sgd, *device, !opt.eager);
   const PlannedStep& ps = step.result().planned;
   Tensor x(step.input_type(p.model.data)), y(step.input_type(p.model.labels));
   // Inputs drawn once: the step time does not depend on their values.

@@ -24,6 +24,7 @@ struct TrainOptions {
   bool eval = true;
   bool profile = false;    // print time per op at the end
   bool eager = false;      // on a device: launch node by node instead of replaying a captured step
+  bool force = false;      // skip the pre-flight memory check
 };
 
 // The data source a config names, for the training or test split.
@@ -36,6 +37,7 @@ struct GradOptions {
   std::string config, weights, batch, out;
   std::string memory;  // "" = the config's
   std::string device;  // "" = the config's
+  bool force = false;  // skip the pre-flight memory check
 };
 int run_grad(const GradOptions& opt);
 
@@ -51,6 +53,7 @@ struct BenchOptions {
   bool json = false;
   std::string device;   // "" = the config's
   bool eager = false;   // on a device: launch node by node instead of replaying a captured step
+  bool force = false;   // skip the pre-flight memory check
 };
 // Times training steps (forward, backward, SGD update) on synthetic batches of the config's
 // shapes; prints the median step time and the memory report.

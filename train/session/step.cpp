@@ -5,6 +5,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "train/session/preflight.h"
+
 namespace mnemo {
 
 DeviceInputs::~DeviceInputs() {
@@ -27,9 +29,24 @@ std::vector<TensorView> DeviceInputs::put(std::initializer_list<const Tensor*> h
   return out;
 }
 
-BoundStep::BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture)
-    : p_(p), device_(device), mr_(plan_pipeline(c, p, c.memory, &device, sgd != nullptr)),
+MirrorResult plan_step(const Config& c, const Pipeline& p, Device& device, bool with_update, bool force, int64_t extra) {
+  MirrorResult mr = plan_pipeline(c, p, c.memory, &device, with_update);
+  check_fits(mr, extra, memory_available(device), c, p, device, force);
+  return mr;
+}
+
+int64_t batch_bytes(const Pipeline& p, int64_t batches) {
+  const Graph& g = p.model.builder.graph();
+  const int64_t one = static_cast<int64_t>(g.node(g.find(p.model.data)).outputs[0].bytes() +
+                                           g.node(g.find(p.model.labels)).outputs[0].bytes());
+  return one * batches;
+}
+
+BoundStep::BoundStep(MirrorResult mr, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture)
+    : p_(p), device_(device), mr_(std::move(mr)),
       ex_(mr_.training.graph, mr_.planned.plan, &device), dparams_(device, params, sgd), inputs_(device) {
+  MNEMO_ASSERT((mr_.training.lr >= 0) == (sgd != nullptr)) << "a step planned " << (sgd ? "without" : "with")
+                                                            << " the optimiser update bound " << (sgd ? "with" : "without") << " one";
   dparams_.bind(ex_);
   if (mr_.training.lr >= 0) {
     lr_ = static_cast<float*>(device.allocate(sizeof(float), "the learning rate"));

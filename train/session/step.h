@@ -33,12 +33,20 @@ class DeviceInputs {
   std::vector<char*> buffers_;
 };
 
+// Plans the step of `p` for `device` (mode c.memory; `with_update`: the SGD update inside it) and
+// checks, before anything large is allocated, that it fits the device's memory with `extra` bytes
+// of input staging and prefetch (train/session/preflight.h; `force` skips the check).
+MirrorResult plan_step(const Config& c, const Pipeline& p, Device& device, bool with_update, bool force, int64_t extra);
+// Bytes of input staging and loader prefetch a run holds besides the plan: `batches` batches of
+// the model's data and labels.
+int64_t batch_bytes(const Pipeline& p, int64_t batches);
+
 class BoundStep {
  public:
-  // `sgd`: the optimiser whose update runs inside the step; null: no update, the gradients are
-  // the step's outputs (`mnemo grad`). `capture`: on a device that can, replay the step as one
-  // captured graph (Executor::set_capture).
-  BoundStep(const Config& c, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture = false);
+  // `mr`: the step planned for `device` (plan_step). `sgd`: the optimiser whose update runs inside
+  // the step (the plan must have it); null: no update, the gradients are the step's outputs
+  // (`mnemo grad`). `capture`: on a device that can, replay the step as one captured graph.
+  BoundStep(MirrorResult mr, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture = false);
   ~BoundStep();
   BoundStep(const BoundStep&) = delete;
   BoundStep& operator=(const BoundStep&) = delete;
