@@ -2,6 +2,7 @@
 #include "autograd/update.h"
 
 #include <algorithm>
+#include <map>
 
 namespace mnemo {
 
@@ -11,18 +12,32 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   const Graph& old = tg.graph;
   const int n = static_cast<int>(old.size());
   const int forward_end = tg.num_forward - 1;  // the loss check goes right after the forward nodes
-  // The node whose memory each node's output 0 is (views resolve to what they alias), and the last
-  // node reading that memory.
-  std::vector<int> root(n), last_read(n, -1);
-  for (int v = 0; v < n; ++v) root[v] = old.node(v).is(OpKind::view) ? root[old.node(v).inputs[0].node] : v;
-  for (int v = 0; v < n; ++v)
-    for (const EntryRef& e : old.node(v).inputs) last_read[root[e.node]] = std::max(last_read[root[e.node]], v);
+  // The entry whose memory each entry is (views resolve to what they alias), and the last node
+  // reading that memory (per entry: a node's other outputs do not hold an update back).
+  std::map<EntryRef, EntryRef> root;
+  std::map<EntryRef, int> last_read;
+  auto root_of = [&](EntryRef e) {
+    auto it = root.find(e);
+    return it == root.end() ? e : it->second;
+  };
+  for (int v = 0; v < n; ++v) {
+    const Node& node = old.node(v);
+    if (node.is(OpKind::view)) root[{v, 0}] = root_of(node.inputs[0]);
+    for (const EntryRef& e : node.inputs) {
+      int& last = last_read.try_emplace(root_of(e), -1).first->second;
+      last = std::max(last, v);
+    }
+  }
+  auto last_reader = [&](EntryRef e) {
+    auto it = last_read.find(root_of(e));
+    return it == last_read.end() ? -1 : it->second;
+  };
   // Update k runs right after pos[k]: the last reader of its parameter, its gradient's producer and
   // the last reader of its gradient's memory (all after the loss check).
   std::vector<int> pos(tg.grads.size());
   for (size_t k = 0; k < tg.grads.size(); ++k) {
     const ParamGrad& pg = tg.grads[k];
-    pos[k] = std::max({forward_end, last_read[pg.param], pg.grad.node, last_read[root[pg.grad.node]]});
+    pos[k] = std::max({forward_end, last_reader({pg.param, 0}), pg.grad.node, last_reader(pg.grad)});
   }
   std::vector<std::vector<int>> after(n);  // node -> updates placed right after it, in grads order
   for (size_t k = 0; k < tg.grads.size(); ++k) after[pos[k]].push_back(static_cast<int>(k));
@@ -38,7 +53,9 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
     for (EntryRef& e : node.inputs) e = remap(e);
     new_id[v] = g.push(std::move(node));
     if (v == forward_end) {
-      lr = g.input("optimizer/lr", TensorType{DType::f32, {1}});
+      // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
+      const DType dt = tg.grads.empty() ? DType::f32 : old.node(tg.grads[0].param).outputs[0].dtype;
+      lr = g.input("optimizer/lr", TensorType{dt, {1}});
       for (size_t k = 0; k < tg.grads.size(); ++k) {
         const Node& p = old.node(tg.grads[k].param);
         velocity[k] = g.param("velocity/" + p.name, p.outputs[0], false).node;
@@ -65,8 +82,14 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
     const bool is_grad = std::any_of(tg.grads.begin(), tg.grads.end(), [&](const ParamGrad& pg) { return pg.grad == e; });
     if (!is_grad) g.outputs.push_back(remap(e));  // a gradient dies at its update
   }
+  // State updates (BatchNorm running statistics) become assign nodes at the end, gated on the
+  // step's final status: a step that failed leaves them as they were.
+  for (const StateUpdate& u : old.state_updates) {
+    const int a = g.add("assign", {{new_id[u.param], 0}, remap(u.value), status}, {}, old.node(u.param).name + "/assign");
+    g.node(a).role = NodeRole::backward;
+    g.node(a).source = u.param;
+  }
   g.outputs.push_back(status);
-  for (StateUpdate u : old.state_updates) g.state_updates.push_back({new_id[u.param], remap(u.value)});
   out.lr = lr.node;
   out.optimizer_state = velocity;
   out.status = status;

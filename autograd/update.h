@@ -2,7 +2,7 @@
 // parameter right after the last reader of the parameter and its gradient). Runs after the
 // gradient pass, before memory planning, so the update's state is planned and every device runs
 // the same step, update included:
-//   - `optimizer/lr` (input, float32[1]): the learning rate, bound each step (a captured step
+//   - `optimizer/lr` (input, [1] of the parameters' dtype): the learning rate, bound each step (a captured step
 //     replays with the current one);
 //   - `velocity/<param>` (param, not trainable): SGD's momentum buffer per trainable parameter;
 //   - `optimizer/loss_check` (finite_check of the loss) right after the forward nodes: the step's
@@ -11,6 +11,9 @@
 //     last node that reads the parameter (through any view, recomputation included) or its
 //     gradient. Updates chain the status word: the first one whose gradient holds a NaN or Inf
 //     stores its 1-based index, and it and every later one leave their parameters unchanged.
+//   - the graph's state updates (BatchNorm running statistics, copied by the executor after a
+//     step) become `assign` nodes at the end, gated on the final status word, so a step that
+//     failed leaves them as they were.
 // A parameter's gradient is then an ordinary entry that dies at its update (no longer a graph
 // output). Requires: a TrainingGraph from build_training_graph. Provides: the same, with updates.
 #pragma once

@@ -189,8 +189,13 @@ Executor::NonFinite Executor::find_non_finite() {
     }
     return {};
   };
-  for (int id : bound_)  // the data and the weights first
-    if (NonFinite f = scan(id, 0); f.node >= 0) return f;
+  // The data and the weights first; not the targets of state updates (running statistics), which
+  // the run that failed may have overwritten and which no training-mode node reads.
+  std::vector<bool> state(g_.size(), false);
+  for (const StateUpdate& u : g_.state_updates) state[u.param] = true;
+  for (int id : bound_)
+    if (!state[id])
+      if (NonFinite f = scan(id, 0); f.node >= 0) return f;
   for (int id : compute_) {
     const Node& n = g_.node(id);
     if (n.op->traits.updates_state) continue;

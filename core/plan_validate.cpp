@@ -51,6 +51,19 @@ void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device)
     kept[r.node][r.index] = true;
   }
 
+  // State updated in place (the optimiser's parameters): nothing reads it after its update.
+  for (int v = 0; v < n; ++v) {
+    const Node& node = g.node(v);
+    for (const InplaceOption& u : node.op->updates) {
+      const EntryRef in = node.inputs[u.input];
+      MNEMO_ASSERT(g.node(in.node).is(OpKind::param)) << "plan: '" << node.name << "' updates '" << g.node(in.node).name
+                                                     << "', which is not a param node";
+      MNEMO_ASSERT(last[in.node][in.index] <= v || kept[in.node][in.index])
+          << "plan: '" << g.node(in.node).name << "' is read at step " << last[in.node][in.index] << " after its update by '"
+          << node.name << "' at step " << v;
+    }
+  }
+
   std::vector<Item> items;
   auto where = [&](int node, int index) {
     return g.node(node).name + (index < 0 ? " (workspace)" : ":" + std::to_string(index));

@@ -1,5 +1,6 @@
 // CUDA kernels of the optimiser ops (ops/optimizer.cpp): sgd_update (in: w, g, v, lr, status;
-// out: w', v' in place on w, v; status') and finite_check (x -> status), float32.
+// out: w', v' in place on w, v; status'), finite_check (x -> status) and assign (the running
+// statistics of a step whose status is 0), float32.
 #include "cuda/context.h"
 #include "cuda/kernels/optimizer.h"
 #include "ops/optimizer.h"
@@ -15,6 +16,11 @@ void sgd_k(const KernelContext& c) {
              static_cast<float>(p.momentum), static_cast<float>(p.weight_decay), static_cast<int32_t>(p.index));
 }
 
+void assign_k(const KernelContext& c) {  // in: dst, value, status  out: dst' (dst's memory)
+  MNEMO_CHECK(c.in[0].bytes() % 4 == 0) << "assign on CUDA: 4-byte elements only, got " << c.in[0].type.str();
+  assign_if_ok(context_of(c).stream, c.in[1].data, c.out[0].data, static_cast<int64_t>(c.out[0].bytes()), c.in[2].as<int32_t>());
+}
+
 void finite_check_k(const KernelContext& c) {
   MNEMO_CHECK(c.in[0].dtype() == DType::f32) << "finite_check on CUDA: float32 only, got " << c.in[0].type.str();
   finite_check(context_of(c).stream, c.in[0].as<float>(), c.in[0].numel(), c.out[0].as<int32_t>());
@@ -27,4 +33,5 @@ MNEMO_REGISTER_CUDA_OPS(optimizer) {
   using namespace mnemo::cuda;
   table.add("sgd_update", {sgd_k});
   table.add("finite_check", {finite_check_k});
+  table.add("assign", {assign_k});
 }

@@ -53,6 +53,8 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       if (const std::optional<EntryRef> in = aliased_input(node, j)) {
         l.entry_buffer[v][j] = l.entry_buffer[in->node][in->index];  // -1 for bound params
+        MNEMO_ASSERT(l.entry_buffer[v][j] < 0) << "node '" << node.name << "' (" << node.op->name
+                                               << ") updates a planned buffer in place; only param nodes may be updated";
         continue;
       }
       int b = -1;

@@ -9,15 +9,17 @@ namespace mnemo {
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device) {
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
-  // what its updates read and write besides state (the step's status word).
+  // the step's status word (the int32 entries its updates read and write), so feature_map_bytes
+  // stays the activation quantity. (The BatchNorm statistics the assign nodes read stay feature maps.)
   std::vector<EntryRef> grads;
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
   for (const Node& n : g.nodes()) {
     if (!n.op->traits.updates_state) continue;
+    const int id = static_cast<int>(&n - g.nodes().data());
     for (const EntryRef& e : n.inputs)
-      if (g.node(e.node).is(OpKind::compute)) grads.push_back(e);
+      if (g.node(e.node).is(OpKind::compute) && g.type(e).dtype == DType::i32) grads.push_back(e);
     for (size_t j = 0; j < n.outputs.size(); ++j)
-      if (!aliased_input(n, j)) grads.push_back({static_cast<int>(&n - g.nodes().data()), static_cast<int>(j)});
+      if (!aliased_input(n, j)) grads.push_back({id, static_cast<int>(j)});
   }
   PlanStats st;
   PlannedStep out;

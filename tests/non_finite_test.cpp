@@ -9,6 +9,8 @@
 #include "memory/planner.h"
 #include "test_util.h"
 #include "train/session/safetensors.h"
+#include "train/session/sgd.h"
+#include "train/session/step.h"
 #include "train/session/session.h"
 
 namespace mnemo::test {
@@ -208,6 +210,73 @@ TEST(NonFinite, TheComparisonHelpersFailOnNanAndInf) {
   Tensor all_nan(DType::f32, {3});
   for (int i = 0; i < 3; ++i) all_nan.as<float>()[i] = NAN;
   EXPECT_FALSE(norm_rel_diff(all_nan, b) <= 1e-4) << "an all-NaN gradient fails";
+}
+
+}  // namespace
+}  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// An update whose gradient is finite but whose new velocity overflows is refused too (a weight
+// never becomes Inf silently), and nothing of it is written.
+TEST(NonFinite, AnOverflowingUpdateIsRefusedWithoutWriting) {
+  Graph g;
+  const EntryRef x = g.input("x", {DType::f32, {2, 3}});
+  const EntryRef labels = g.input("labels", {DType::i32, {2}});
+  const EntryRef w = g.param("w", {DType::f32, {4, 3}});
+  const EntryRef loss = g.add1("softmax_cross_entropy", {g.add1("fully_connected", {x, w}, {}, "y"), labels}, {}, "loss");
+  TrainingGraph tg = build_training_graph(g, loss, {});
+  add_sgd_updates(tg, {0.9, 0.0});
+  Executor ex(tg.graph, plan_memory(tg.graph, AllocMode::share));
+  Tensor xv(DType::f32, {2, 3}), lv(DType::i32, {2}), wv(DType::f32, {4, 3}), vel(DType::f32, {4, 3}), lr(DType::f32, {1});
+  fill_normal(xv, 1);
+  fill_ints(lv, 2, 4);
+  fill_normal(wv, 3, 0.1);
+  for (int64_t i = 0; i < 12; ++i) vel.as<float>()[i] = 3.3e38f;  // 0.9 v + g stays finite, w - lr v does not
+  lr.as<float>()[0] = 2.0f;
+  const Tensor w0 = clone(wv), v0 = clone(vel);
+  ex.bind("x", xv.view());
+  ex.bind("labels", lv.view());
+  ex.bind("w", wv.view());
+  ex.bind("velocity/w", vel.view());
+  ex.bind(tg.lr, lr.view());
+  ex.run();
+  EXPECT_TRUE(std::isfinite(ex.fetch(tg.loss).as<float>()[0]));
+  EXPECT_EQ(ex.fetch(tg.status).as<int32_t>()[0], 1);
+  EXPECT_TRUE(bitwise_equal(wv, w0)) << "no partial write of the weight";
+  EXPECT_TRUE(bitwise_equal(vel, v0)) << "no partial write of the velocity";
+}
+
+// A failed step leaves the BatchNorm running statistics as they were (they are assign nodes gated
+// on the step's status), so the diagnosis names the data, not a running statistic.
+TEST(NonFinite, AFailedStepKeepsTheRunningStatistics) {
+  const Config c = parse_config("model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4}\ntrain: {steps: 1}\n",
+                                "r.yaml");
+  const Pipeline p = build_pipeline(c, static_data_shape(c), 4);
+  std::unique_ptr<Device> dev = open_device("cpu");
+  ParamStore params(p.model.builder.graph(), p.model.builder.params(), 1);
+  Sgd sgd(params, {0.1, 0.9, 0.0});
+  BoundStep step(plan_step(c, p, *dev, true, false, 0), p, params, &sgd, *dev);
+  std::map<std::string, Tensor> before;
+  for (const ParamSpec& s : params.specs()) before.emplace(s.name, clone(params.at(s.name)));
+  Tensor x(step.input_type(p.model.data)), y(step.input_type(p.model.labels));
+  fill_normal(x, 1);
+  fill_ints(y, 2, 3);
+  x.as<float>()[7] = NAN;
+  step.bind_host(x, y);
+  step.set_lr(0.1);
+  step.run();
+  const std::string e = error_of([&] { step.finish("step 1"); });
+  EXPECT_NE(e.find("step 1: the loss is nan (no parameter was updated)"), std::string::npos) << e;
+  EXPECT_NE(e.find("the first non-finite value is in the input 'data': element 7 = nan"), std::string::npos) << e;
+  int stats = 0;
+  for (const ParamSpec& s : params.specs()) {
+    EXPECT_TRUE(bitwise_equal(params.at(s.name), before.at(s.name))) << s.name << " changed in a failed step";
+    stats += !s.trainable;
+  }
+  EXPECT_GT(stats, 4) << "the model has running statistics";
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ TEST(Registry, TraitsAndBackendClaimsAreDeclaredWithTheOps) {
   // drop-bn-relu drops exactly these (Chen et al. Sec. 4.2: BN, ReLU, pooling); the planner reads
   // the trait, so a new cheap op joins by declaring it.
   EXPECT_EQ(cheap, (std::set<std::string>{"avg_pool2d", "batch_norm", "global_avg_pool", "max_pool2d", "relu"}));
-  EXPECT_EQ(updates, (std::set<std::string>{"sgd_update"}));
+  EXPECT_EQ(updates, (std::set<std::string>{"assign", "sgd_update"}));
 }
 
 TEST(Registry, EveryComputeOpHasASampleThatInfers) {

@@ -17,6 +17,21 @@ __global__ void mark_non_finite(const float* x, int64_t n, int32_t* status, int3
   }
 }
 
+// The update's values, computed the same way for the check and the write.
+__device__ float velocity(float momentum, float v, float weight_decay, float w, float g) {
+  return fmaf(momentum, v, fmaf(weight_decay, w, g));
+}
+
+// Marks `status` with `mark` where it is 0 and g, v' or w' is not finite at some i.
+__global__ void mark_bad_update(const float* w, const float* g, const float* v, int64_t n, const float* lr, int32_t* status,
+                                int32_t mark, float momentum, float weight_decay) {
+  const float a = *lr;
+  MNEMO_GRID_LOOP(i, n) {
+    const float vi = velocity(momentum, v[i], weight_decay, w[i], g[i]);
+    if ((!isfinite(g[i]) || !isfinite(vi) || !isfinite(fmaf(-a, vi, w[i]))) && *status == 0) *status = mark;
+  }
+}
+
 __global__ void sgd_kernel(const float* w, const float* g, const float* v, float* w_out, float* v_out, int64_t n,
                            const float* lr, const int32_t* status, float momentum, float weight_decay) {
   if (*status != 0) {  // a failed step: w and v stay (copied when not in place)
@@ -29,13 +44,18 @@ __global__ void sgd_kernel(const float* w, const float* g, const float* v, float
   const float a = *lr;
   MNEMO_GRID_LOOP(i, n) {
     const float wi = w[i];
-    const float vi = fmaf(momentum, v[i], fmaf(weight_decay, wi, g[i]));
+    const float vi = velocity(momentum, v[i], weight_decay, wi, g[i]);
     v_out[i] = vi;
     w_out[i] = fmaf(-a, vi, wi);
   }
 }
 
 __global__ void zero_status(int32_t* status) { status[0] = 0; }
+
+__global__ void assign_kernel(int32_t n_words, const uint32_t* value, uint32_t* dst, const int32_t* status) {
+  if (*status != 0) return;
+  MNEMO_GRID_LOOP(i, n_words) dst[i] = value[i];
+}
 
 }  // namespace
 
@@ -46,9 +66,17 @@ void sgd_update(cudaStream_t stream, const float* w, const float* g, const float
     MNEMO_CUDA_LAUNCHED();
   }
   if (n <= 0) return;
-  mark_non_finite<<<blocks_for(n), kThreads, 0, stream>>>(g, n, status_out, index);
+  mark_bad_update<<<blocks_for(n), kThreads, 0, stream>>>(w, g, v, n, lr, status_out, index, momentum, weight_decay);
   MNEMO_CUDA_LAUNCHED();
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, v, w_out, v_out, n, lr, status_out, momentum, weight_decay);
+  MNEMO_CUDA_LAUNCHED();
+}
+
+void assign_if_ok(cudaStream_t stream, const void* value, void* dst, int64_t bytes, const int32_t* status) {
+  const int64_t words = bytes / 4;  // float32 tensors: whole words
+  if (words <= 0 || value == dst) return;
+  assign_kernel<<<blocks_for(words), kThreads, 0, stream>>>(static_cast<int32_t>(words), static_cast<const uint32_t*>(value),
+                                                            static_cast<uint32_t*>(dst), status);
   MNEMO_CUDA_LAUNCHED();
 }
 

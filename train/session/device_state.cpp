@@ -55,12 +55,17 @@ DeviceParams::DeviceParams(Device& device, ParamStore& params, Sgd* sgd) : devic
   std::vector<int64_t> offsets;
   for (const auto& [name, t] : all) offsets.push_back(bytes_), bytes_ += align_up(static_cast<int64_t>(t->bytes()));
   base_ = static_cast<char*>(device.allocate(bytes_, "the parameters and optimiser state"));
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Tensor* t = all[i].second;
-    const TensorView v{base_ + offsets[i], t->type()};
-    device.copy(v.data, t->data(), static_cast<int64_t>(t->bytes()), CopyKind::host_to_device);
-    views_[all[i].first] = v;
-    mirrors_.push_back({t, v});
+  try {
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Tensor* t = all[i].second;
+      const TensorView v{base_ + offsets[i], t->type()};
+      device.copy(v.data, t->data(), static_cast<int64_t>(t->bytes()), CopyKind::host_to_device);
+      views_[all[i].first] = v;
+      mirrors_.push_back({t, v});
+    }
+  } catch (...) {  // the destructor does not run when the constructor throws
+    device.release(base_);
+    throw;
   }
 }
 

@@ -49,8 +49,9 @@ BoundStep::BoundStep(MirrorResult mr, const Pipeline& p, ParamStore& params, Sgd
                                                             << " the optimiser update bound " << (sgd ? "with" : "without") << " one";
   dparams_.bind(ex_);
   if (mr_.training.lr >= 0) {
-    lr_ = static_cast<float*>(device.allocate(sizeof(float), "the learning rate"));
-    ex_.bind(mr_.training.lr, TensorView{lr_, TensorType{DType::f32, {1}}});
+    const TensorType t = mr_.training.graph.node(mr_.training.lr).outputs[0];
+    lr_ = device.allocate(static_cast<int64_t>(t.bytes()), "the learning rate");
+    ex_.bind(mr_.training.lr, TensorView{lr_, t});
   }
   ex_.set_capture(capture);
 }
@@ -73,8 +74,10 @@ void BoundStep::bind_host(const Tensor& x, const Tensor& y) {
 
 void BoundStep::set_lr(double lr) {
   MNEMO_ASSERT(lr_) << "set_lr on a step without an optimiser";
-  lr_host_ = static_cast<float>(lr);
-  device_.copy(lr_, &lr_host_, sizeof(float), CopyKind::host_to_device);
+  const TensorType& t = mr_.training.graph.node(mr_.training.lr).outputs[0];
+  if (t.dtype == DType::f64) lr_host_[0] = lr;
+  else *reinterpret_cast<float*>(lr_host_) = static_cast<float>(lr);
+  device_.copy(lr_, lr_host_, static_cast<int64_t>(t.bytes()), CopyKind::host_to_device);
 }
 
 double BoundStep::finish(const std::string& what) {
@@ -86,9 +89,24 @@ double BoundStep::finish(const std::string& what) {
   if (!std::isfinite(loss)) {
     os << "the loss is " << loss << " (no parameter was updated)";
   } else {
+    const Graph& g = mr_.training.graph;
     const ParamGrad& pg = mr_.training.grads.at(static_cast<size_t>(status - 1));
-    os << "the gradient of parameter '" << mr_.training.graph.node(pg.param).name
-       << "' is not finite (its update and the later ones of this step were skipped)";
+    os << "the update of parameter '" << g.node(pg.param).name
+       << "' met a NaN or Inf (in its gradient, or its new velocity or weight overflowed); it and the later updates "
+          "of this step were skipped";
+    // The updates scheduled before it have applied: name them (the replay below reads their new values).
+    std::vector<std::string> applied;
+    for (size_t v = 0; v < g.size(); ++v) {
+      const Node& n = g.node(static_cast<int>(v));
+      if (!n.op->traits.updates_state) continue;
+      if (n.inputs[0].node == pg.param) break;
+      applied.push_back(g.node(n.inputs[0].node).name);
+    }
+    if (!applied.empty()) {
+      os << " (" << applied.size() << " earlier update(s) of this step had applied: ";
+      for (size_t i = 0; i < applied.size() && i < 5; ++i) os << (i ? ", " : "") << "'" << applied[i] << "'";
+      os << (applied.size() > 5 ? ", ...)" : ")");
+    }
   }
   fail_non_finite(os.str());
 }

@@ -76,8 +76,8 @@ class BoundStep {
   Executor ex_;
   DeviceParams dparams_;
   DeviceInputs inputs_;
-  float lr_host_ = 0;
-  float* lr_ = nullptr;  // device memory bound to the step's learning-rate input
+  double lr_host_[1] = {0};  // the next learning rate, in the lr input's dtype (float or double)
+  void* lr_ = nullptr;       // device memory bound to the step's learning-rate input
 };
 
 class Evaluator {
