@@ -13,6 +13,7 @@
 #include <set>
 
 #include "test_util.h"
+#include "train/session/session.h"
 #include "train/data/data.h"
 
 namespace mnemo::test {
@@ -108,8 +109,9 @@ TEST(Data, FashionMnistCorruptFilesNameTheFile) {
   };
   check([&](TempDir& d) { write_gz(d.file(images), idx_images(3, 3, 0x804)); }, images, "wrong magic number 0x00000804");
   check([&](TempDir& d) { write_gz(d.file(labels), idx_labels({1, 2, 3}, 0x803)); }, labels, "wrong magic");
+  // A cut file: its trailer's length no longer matches the header (checked before allocating).
   check([&](TempDir& d) { fs::resize_file(d.file(images), fs::file_size(d.file(images)) / 2); }, images,
-        "gzip stream ends early");
+        "truncated or corrupt");
   check([&](TempDir& d) { fs::resize_file(d.file(images), fs::file_size(d.file(images)) - 3); }, images, "gzip");
   check([&](TempDir& d) {  // damaged compressed data
     std::fstream f(d.file(images), std::ios::in | std::ios::out | std::ios::binary);
@@ -117,7 +119,11 @@ TEST(Data, FashionMnistCorruptFilesNameTheFile) {
     f.write("\xff\x00\xff\x00\xff\x00", 6);
   }, images, "gzip");
   check([&](TempDir& d) { write_gz(d.file(images), idx_images(3, 2)); }, images, "truncated");
-  check([&](TempDir& d) { write_gz(d.file(images), idx_images(2, 3)); }, images, "after the last");
+  check([&](TempDir& d) { write_gz(d.file(images), idx_images(2, 3)); }, images, "the header claims 2 images (1584 bytes)");
+  // A header claiming 10 million images in a small file is refused before 7.8 GB are allocated.
+  check([&](TempDir& d) { write_gz(d.file(images), idx_images(10'000'000, 3)); }, images,
+        "the header claims 10000000 images (7840000016 bytes) but the file holds 2368 bytes");
+  check([&](TempDir& d) { fs::resize_file(d.file(labels), fs::file_size(d.file(labels)) - 2); }, labels, "truncated or corrupt");
   check([&](TempDir& d) { write_gz(d.file(images), idx_images(3, 3, 0x803, 27)); }, images, "27x27");
   check([&](TempDir& d) { write_gz(d.file(labels), idx_labels({1, 2})); }, labels, "2 labels");
   check([&](TempDir& d) { write_gz(d.file(labels), idx_labels({1, 10, 2})); }, labels, "label 10 of example 1");
@@ -411,6 +417,33 @@ TEST(Data, EvalPassCoversTheSourceInOrder) {
   IndexSource bad(10, 1, 1, false, 9);
   expect_error([&] { for_each_eval_batch(bad, 4, false, [](const Tensor&, const Tensor&, int64_t) {}); },
                {"bad example 9"});
+}
+
+}  // namespace
+}  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// Every file a run needs is validated before the first step: a missing test split stops `train`
+// at once, not after training.
+TEST(Data, AMissingTestSplitStopsTrainingBeforeItStarts) {
+  TempDir d;
+  write_mnist(d, idx_images(8, 8), idx_labels({1, 2, 3, 4, 5, 6, 7, 8}));  // train split only
+  const std::string cfg = d.file("c.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                           "data: {source: fashion-mnist, path: " + d.path.string() + ", batch: 4}\n"
+                                           "train: {steps: 2, threads: 1}\n");
+  TrainOptions o;
+  o.config = cfg;
+  ::testing::internal::CaptureStdout();
+  const std::string e = error_of([&] { run_train(o); });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(e.find("t10k-images-idx3-ubyte.gz' not found"), std::string::npos) << e;
+  EXPECT_EQ(out.find("step 1"), std::string::npos) << "nothing trained: " << out;
+  o.eval = false;  // without evaluation the test split is not needed
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_train(o), 0);
+  ::testing::internal::GetCapturedStdout();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "train/config/files.h"
 #include "train/data/data.h"
 
 namespace mnemo {
@@ -88,6 +89,34 @@ class GzFile {
   gzFile f_;
 };
 
+// The bytes the stream of `path` holds once decompressed: the file size of a plain file; for a
+// gzip file its trailer's ISIZE (the uncompressed length mod 2^32), read without decompressing, so
+// a header claiming more than the file holds is refused before anything is allocated.
+struct StreamSize {
+  uint64_t bytes = 0;
+  bool mod32 = false;  // gzip: known modulo 2^32 only
+};
+StreamSize stream_size(const std::string& path, const std::string& what) {
+  const int64_t size = regular_file_size(path, what);
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(head), 2);
+  if (!(size >= 18 && head[0] == 0x1f && head[1] == 0x8b)) return {static_cast<uint64_t>(size), false};
+  unsigned char tail[4];
+  in.seekg(size - 4);
+  in.read(reinterpret_cast<char*>(tail), 4);
+  MNEMO_CHECK(in.gcount() == 4) << "'" << path << "': cannot read the gzip trailer";
+  return {uint64_t{tail[0]} | uint64_t{tail[1]} << 8 | uint64_t{tail[2]} << 16 | uint64_t{tail[3]} << 24, true};
+}
+
+// Throws unless a stream of `s` bytes holds exactly `expected` (the header's claim).
+void expect_stream_size(const StreamSize& s, uint64_t expected, const std::string& path, const std::string& claim) {
+  const bool ok = s.mod32 ? (expected & 0xffffffffu) == s.bytes : expected == s.bytes;
+  MNEMO_CHECK(ok) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but the file holds "
+                  << s.bytes << " bytes" << (s.mod32 ? " once decompressed (gzip trailer)" : "")
+                  << ": truncated or corrupt";
+}
+
 // dir/name.gz, or the uncompressed dir/name when only that exists.
 std::string find_idx_file(const std::string& dir, const std::string& name) {
   const fs::path gz = fs::path(dir) / (name + ".gz"), plain = fs::path(dir) / name;
@@ -108,6 +137,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
   const std::string image_path = find_idx_file(dir, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_idx_file(dir, prefix + "-labels-idx1-ubyte");
 
+  const StreamSize image_bytes = stream_size(image_path, "Fashion-MNIST file");
   GzFile images(image_path);
   const uint32_t magic = images.read_be32("the magic number");
   MNEMO_CHECK(magic == kIdxImagesMagic) << "'" << image_path << "': wrong magic number " << hex32(magic)
@@ -117,10 +147,12 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
   MNEMO_CHECK(rows == kRows && cols == kCols) << "'" << image_path << "': images are " << rows << "x" << cols
                                               << ", expected " << kRows << "x" << kCols;
   MNEMO_CHECK(n > 0 && n <= kMaxExamples) << "'" << image_path << "': implausible image count " << n;
+  expect_stream_size(image_bytes, 16 + uint64_t{n} * kRows * kCols, image_path, std::to_string(n) + " images");
   pixels_.resize(size_t{n} * kRows * kCols);
   images.read(pixels_.data(), pixels_.size(), std::to_string(n) + " images of 28x28 pixels");
   images.expect_end();
 
+  const StreamSize label_bytes = stream_size(label_path, "Fashion-MNIST file");
   GzFile labels(label_path);
   const uint32_t lmagic = labels.read_be32("the magic number");
   MNEMO_CHECK(lmagic == kIdxLabelsMagic) << "'" << label_path << "': wrong magic number " << hex32(lmagic)
@@ -128,6 +160,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
   const uint32_t nl = labels.read_be32("the label count");
   MNEMO_CHECK(nl == n) << "'" << label_path << "' holds " << nl << " labels but '" << image_path << "' holds " << n
                        << " images";
+  expect_stream_size(label_bytes, 8 + uint64_t{n}, label_path, std::to_string(n) + " labels");
   labels_.resize(n);
   labels.read(labels_.data(), labels_.size(), std::to_string(n) + " labels");
   labels.expect_end();
@@ -155,9 +188,9 @@ Cifar10::Cifar10(const std::string& dir, Split split) {
   }
   for (const std::string& name : names) {
     const std::string path = (fs::path(dir) / name).string();
-    MNEMO_CHECK(fs::is_regular_file(path)) << "CIFAR-10 file '" << path << "' not found (expected the binary "
-                                           << "version: data_batch_1..5.bin and test_batch.bin)";
-    const auto bytes = static_cast<int64_t>(fs::file_size(path));
+    MNEMO_CHECK(fs::exists(path)) << "CIFAR-10 file '" << path << "' not found (expected the binary "
+                                  << "version: data_batch_1..5.bin and test_batch.bin)";
+    const int64_t bytes = regular_file_size(path, "CIFAR-10 file");
     MNEMO_CHECK(bytes > 0 && bytes % kRecord == 0)
         << "'" << path << "' is " << bytes << " bytes, not a whole number of " << kRecord
         << "-byte records (1 label byte + 3072 pixel bytes): truncated or not a CIFAR-10 binary batch";

@@ -4,16 +4,15 @@
 #include <iterator>
 #include <random>
 
+#include "train/config/files.h"
 #include "train/data/data.h"
 
 namespace mnemo {
 
 TextChars::TextChars(const std::string& path, int64_t steps) : steps_(steps) {
   MNEMO_CHECK(steps >= 1) << "text data '" << path << "': steps must be at least 1, got " << steps;
-  std::ifstream in(path, std::ios::binary);
-  MNEMO_CHECK(in) << "cannot open text file '" << path << "'";
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  MNEMO_CHECK(!in.bad()) << "error reading text file '" << path << "'";
+  const std::string text = read_small_file(path, "text file", int64_t{1} << 30);  // regular files up to 1 GiB
+  const std::vector<uint8_t> bytes(text.begin(), text.end());
   MNEMO_CHECK(!bytes.empty()) << "text file '" << path << "' is empty";
   const auto len = static_cast<int64_t>(bytes.size());
   MNEMO_CHECK(len >= steps + 1) << "text file '" << path << "' has " << len << " characters, too short for one "

@@ -164,6 +164,8 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
         << c.file << ": train.epochs " << c.run.epochs << " x " << loader_.batches_per_epoch()
         << " batches per epoch is more than " << kMaxSteps << " steps";
   total_ = opt.steps ? opt.steps : c.run.steps ? c.run.steps : from_epochs;
+  // Every file the run needs is opened and validated now, not after hours of training.
+  if (c.data.eval && (opt.eval || c.run.eval_every)) test_ = make_source(c, Split::test);
   state_ = {0, 0, c.run.seed};
   if (!opt.init.empty()) {
     MNEMO_CHECK(opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";
@@ -198,7 +200,6 @@ void Trainer::checkpoint(const std::string& path) {
 }
 
 Evaluator::Result Trainer::evaluate() {
-  if (!test_) test_ = make_source(c_, Split::test);  // loaded at the first evaluation, then reused
   if (!evaluator_)
     evaluator_ = std::make_unique<Evaluator>(c_, ds_, *device_, step_->params(), step_->executor(), !opt_.eager);
   Evaluator::Result er = evaluator_->run(*test_);
