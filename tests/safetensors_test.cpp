@@ -2,6 +2,8 @@
 // a clear mnemo::Error for every kind of corrupt file, atomic saves (a failed save leaves the old
 // file and no temporary file), and reading a file written by the Python safetensors package
 // (tests/fixtures/compat_python.safetensors, made by tools/make_fixtures.py).
+#include <sys/wait.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -221,8 +223,8 @@ TEST_F(SafetensorsTest, FailedSaveIntoMissingDirectoryCreatesNothing) {
   EXPECT_TRUE(listing().empty());
 }
 
-TEST_F(SafetensorsTest, FailedRenameRemovesTheTemporaryFile) {
-  // The target is a directory: writing the temporary file works, the rename fails.
+TEST_F(SafetensorsTest, ANonRegularTargetIsRefusedAndNothingIsLeft) {
+  // A directory (or a device, a FIFO) where the file should go is refused, never replaced.
   const std::string path = file("target");
   fs::create_directory(path);
   Tensor t = make(DType::f32, {3}, 1);
@@ -230,10 +232,60 @@ TEST_F(SafetensorsTest, FailedRenameRemovesTheTemporaryFile) {
     write_safetensors(path, {{"x", t.view()}}, {});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("renaming"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is not a regular file; refusing to replace it"), std::string::npos) << e.what();
   }
   EXPECT_EQ(listing(), std::vector<std::string>{"target"});
   EXPECT_TRUE(fs::is_directory(path));
+  EXPECT_NE(error_of([&] { write_safetensors("/dev/null", {{"x", t.view()}}, {}); }).find("refusing to replace it"),
+            std::string::npos);
+}
+
+// Saving through a symlink replaces the link's target and keeps the link.
+TEST_F(SafetensorsTest, SymlinksAreWrittenThrough) {
+  fs::create_directory(file("real"));
+  const std::string target = file("real/ckpt.safetensors"), link = file("link.safetensors");
+  fs::create_symlink(target, link);
+  Tensor t = make(DType::f32, {3}, 1);
+  write_safetensors(link, {{"x", t.view()}}, {});
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_regular_file(target));
+  EXPECT_TRUE(bitwise_equal(read_safetensors(link).tensors.at("x"), t));
+}
+
+// Every tensor carries a CRC-32; a flipped data byte is an error naming the tensor, not silent.
+TEST_F(SafetensorsTest, ChecksumsCatchDamagedData) {
+  const std::string path = file("c.safetensors");
+  Tensor a = make(DType::f32, {16}, 1), b = make(DType::f64, {4}, 2);
+  write_safetensors(path, {{"a", a.view()}, {"b", b.view()}}, {{"note", "kept"}});
+  const TensorFile ok = read_safetensors(path);
+  EXPECT_EQ(ok.checksummed, (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(ok.metadata, (std::map<std::string, std::string>{{"note", "kept"}})) << "checksums are not user metadata";
+  const auto size = fs::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(size - 5));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(size - 5));
+    f.write(&c, 1);
+  }
+  EXPECT_NE(error_of([&] { read_safetensors(path); }).find("tensor 'b' does not match its checksum"), std::string::npos);
+}
+
+// Temporary files of saves killed before their rename are removed by the next save to the same
+// file (their process is gone); a live process's temporary file is left alone.
+TEST_F(SafetensorsTest, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
+  const std::string path = file("ckpt.safetensors");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  std::ofstream(path + ".tmp." + std::to_string(dead)) << "partial";
+  std::ofstream(path + ".tmp.1") << "pid 1 is alive";
+  Tensor t = make(DType::f32, {3}, 1);
+  write_safetensors(path, {{"x", t.view()}}, {});
+  EXPECT_EQ(listing(), (std::vector<std::string>{"ckpt.safetensors", "ckpt.safetensors.tmp.1"}));
 }
 
 // RLIMIT_FSIZE makes the write itself fail (EFBIG) half-way through the temporary file: a real

@@ -64,6 +64,9 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
     }
     if (p.trainable) ++k;
   }
+  for (const auto& [name, t] : f.tensors)
+    MNEMO_CHECK(f.checksummed.count(name)) << "checkpoint " << path << ": tensor '" << name
+                                           << "' has no checksum (every checkpoint mnemo writes has one per tensor)";
   MNEMO_CHECK(copies.size() == f.tensors.size()) << "checkpoint " << path << " does not fit this model: it holds "
                                                  << f.tensors.size() << " tensors, the model " << copies.size();
   TrainState s;

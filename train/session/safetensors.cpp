@@ -2,6 +2,8 @@
 #include "train/session/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <zlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -164,6 +166,22 @@ void check_layout(std::vector<Entry>& entries, uint64_t data_bytes, const std::s
                                 << at << " bytes, found " << data_bytes;
 }
 
+constexpr const char* kChecksumPrefix = "crc32/";
+
+std::string crc32_hex(const void* data, uint64_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<uint64_t>(n, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc));
+  return buf;
+}
+
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
@@ -208,7 +226,8 @@ TensorFile read_safetensors(const std::string& path) {
   const uint64_t data_start = 8 + header_bytes;
   check_layout(entries, file_bytes - data_start, path);
 
-  // Entries are in file order now: read them front to back.
+  // Entries are in file order now: read them front to back. A tensor with a checksum (every file
+  // mnemo writes has one per tensor) must match it.
   for (const Entry& e : entries) {
     Tensor t(e.type);
     const uint64_t n = e.end - e.begin;
@@ -218,7 +237,22 @@ TensorFile read_safetensors(const std::string& path) {
       MNEMO_CHECK(std::fread(t.data(), 1, n, f.get()) == n)
           << Where{path} << ": tensor '" << e.name << "': read error: " << errno_text();
     }
+    if (auto it = out.metadata.find(kChecksumPrefix + e.name); it != out.metadata.end()) {
+      const std::string got = crc32_hex(t.data(), n);
+      MNEMO_CHECK(got == it->second) << Where{path} << ": tensor '" << e.name << "' does not match its checksum (crc32 "
+                                     << got << ", recorded " << it->second << "): the file is damaged";
+      out.checksummed.insert(e.name);
+    }
     out.tensors.emplace(e.name, std::move(t));
+  }
+  for (auto it = out.metadata.begin(); it != out.metadata.end();) {  // checksums are not metadata for callers
+    if (it->first.rfind(kChecksumPrefix, 0) == 0) {
+      MNEMO_CHECK(out.tensors.count(it->first.substr(std::strlen(kChecksumPrefix))))
+          << Where{path} << ": a checksum for a tensor the file does not hold ('" << it->first << "')";
+      it = out.metadata.erase(it);
+    } else {
+      ++it;
+    }
   }
   return out;
 }
@@ -271,9 +305,49 @@ std::string header_text(const std::vector<std::pair<std::string, TensorView>>& t
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+// Where a save to `path` goes: through a symlink to its target; a target that exists must be a
+// regular file (a device, FIFO or directory is refused, never replaced).
+std::string save_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // the link's target, even dangling
+    MNEMO_CHECK(hops < 40) << Where{path} << ": too many levels of symbolic links";
+    const fs::path next = fs::read_symlink(target, ec);
+    MNEMO_CHECK(!ec) << Where{path} << ": cannot read the symlink: " << ec.message();
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st))
+      << Where{path} << ": " << (target.string() == path ? "it" : "its target '" + target.string() + "'")
+      << " exists and is not a regular file; refusing to replace it";
+  return target.string();
+}
+
+// Removes `<name>.tmp.<pid>` files next to `path` left by processes that no longer exist (a save
+// killed between creating and renaming its temporary file).
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
+  }
+}
+
+void write_safetensors(const std::string& requested, const std::vector<std::pair<std::string, TensorView>>& tensors,
+                       const std::map<std::string, std::string>& user_metadata) {
+  const std::string path = save_target(requested);
+  std::map<std::string, std::string> metadata = user_metadata;
+  for (const auto& [name, v] : tensors) metadata[kChecksumPrefix + name] = crc32_hex(v.data, v.bytes());
   const std::string header = header_text(tensors, metadata, path);
+  remove_stale_temporaries(path);
   TempFile tmp(path + ".tmp." + std::to_string(getpid()));
   std::FILE*& f = tmp.file();
   f = std::fopen(tmp.path().c_str(), "wb");
