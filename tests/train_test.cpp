@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 #include "train/session/safetensors.h"
 #include "train/config/schedule.h"
@@ -247,6 +249,41 @@ TEST(Train, InitStartsFromGivenWeights) {
   bad.init = s.save_init;
   bad.resume = d.file("same.safetensors");
   EXPECT_NE(error_of([&] { run_train(bad); }).find("--init and --resume exclude each other"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// The metrics file after a kill: records are whole lines; --resume cuts it back to the steps the
+// checkpoint holds (a torn last line and the records of lost steps go), so no step is recorded twice.
+TEST(Train, MetricsAreCutBackOnResumeAndNeverTorn) {
+  TempDir d;
+  const std::string metrics = (d.path / "m" / "metrics.jsonl").string();
+  const std::string cfg = d.file("c.yaml", "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                           "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 16, eval_size: 4}\n"
+                                           "train: {steps: 4, seed: 2, threads: 1, metrics: " + metrics + "}\n");
+  TrainOptions o;
+  o.config = cfg, o.steps = 2, o.checkpoint = d.file("ck.safetensors"), o.eval = false;
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_train(o), 0);
+  // A later run reached step 4 and was killed mid-record; its checkpoint write never happened.
+  std::ofstream(metrics, std::ios::app) << "{\"step\":3,\"loss\":1.0}\n{\"step\":4,\"loss\":1.0}\n{\"step\":5,\"lo";
+  TrainOptions r;
+  r.config = cfg, r.resume = o.checkpoint, r.eval = false;
+  ASSERT_EQ(run_train(r), 0);
+  ::testing::internal::GetCapturedStdout();
+  std::ifstream in(metrics);
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "unparseable line: " << line;
+    steps.push_back(j.at("step").get<int64_t>());
+    EXPECT_TRUE(j.contains("lr")) << "the fake records of the lost steps are gone: " << line;
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
 }
 
 }  // namespace

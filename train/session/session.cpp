@@ -19,6 +19,7 @@
 
 #include "core/executor.h"
 #include "train/session/checkpoint.h"
+#include "train/session/metrics.h"
 #include "train/session/device_state.h"
 #include "train/session/param_store.h"
 #include "train/session/pipeline.h"
@@ -141,7 +142,7 @@ class Trainer {
   TrainState state_;
   std::unique_ptr<BoundStep> step_;
   std::unique_ptr<Evaluator> evaluator_;
-  std::unique_ptr<std::ofstream> metrics_;
+  std::unique_ptr<MetricsLog> metrics_;
   Tensor x_, y_;
   std::vector<TensorView> next_;   // the next batch, staged on the device
   bool staged_ = false;            // the loader has handed out the staged batch
@@ -183,12 +184,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
-  if (!c.run.metrics.empty()) {
-    std::filesystem::path mp(c.run.metrics);
-    if (mp.has_parent_path()) std::filesystem::create_directories(mp.parent_path());
-    metrics_ = std::make_unique<std::ofstream>(c.run.metrics, state_.step ? std::ios::app : std::ios::trunc);
-    MNEMO_CHECK(*metrics_) << "cannot write the metrics file '" << c.run.metrics << "'";
-  }
+  if (!c.run.metrics.empty()) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
   if (!c.checkpoint.dir.empty()) std::filesystem::create_directories(c.checkpoint.dir);
   tty_ = isatty(STDOUT_FILENO);
 }
@@ -283,9 +279,8 @@ int Trainer::run() {
     loss_ema_ = state_.step - first_ == 1 ? loss : 0.95 * loss_ema_ + 0.05 * loss;
     const double rate = (state_.step - first_) / seconds_since(t0);
     if (metrics_)
-      *metrics_ << nlohmann::json{{"step", state_.step}, {"epoch", static_cast<double>(state_.step) / loader_.batches_per_epoch()},
-                                  {"loss", loss}, {"lr", lr}, {"steps_per_s", rate}, {"examples_per_s", rate * c_.data.batch}}.dump()
-                << "\n";
+      metrics_->write({{"step", state_.step}, {"epoch", static_cast<double>(state_.step) / loader_.batches_per_epoch()},
+                       {"loss", loss}, {"lr", lr}, {"steps_per_s", rate}, {"examples_per_s", rate * c_.data.batch}});
     print_progress(loss, lr, rate);
     if (!c_.checkpoint.dir.empty() && c_.checkpoint.every && state_.step % c_.checkpoint.every == 0) {
       checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
@@ -296,7 +291,7 @@ int Trainer::run() {
       if (tty_) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state_.step),
                   100 * er.accuracy, static_cast<long long>(er.examples));
-      if (metrics_) *metrics_ << nlohmann::json{{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
+      if (metrics_) metrics_->write({{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}});
     }
   }
   if (tty_) std::printf("\n");
@@ -317,7 +312,7 @@ int Trainer::run() {
     const Evaluator::Result er = evaluate();
     std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
                 static_cast<long long>(er.examples), er.loss, seconds_since(te));
-    if (metrics_) *metrics_ << nlohmann::json{{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}}.dump() << "\n";
+    if (metrics_) metrics_->write({{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}});
   }
   print_report(ps.report, step_->executor().allocated_bytes(), "");
   if (evaluator_) std::printf("  evaluation ran %s\n", evaluator_->borrows_arena() ? "in the training arena" : "in an arena of its own (the training arena is smaller)");

@@ -1,0 +1,72 @@
+// The metrics file (see metrics.h).
+#include "train/session/metrics.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace mnemo {
+namespace {
+
+// The complete records of `path` with "step" <= `step` (a torn or foreign line ends the kept part).
+std::string records_up_to(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // no newline: the record being written when the run was killed
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) break;
+    if (j["step"].get<int64_t>() > step) break;
+    kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, int64_t resume_step) : path_(path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st)) << "metrics file '" << path << "' exists and is not a regular file";
+  if (resume_step > 0 && fs::exists(st)) {
+    // Cut back atomically: the kept records go to a temporary file renamed over the old one.
+    const std::string kept = records_up_to(path, resume_step), tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << kept;
+      out.flush();
+      MNEMO_CHECK(out) << "cannot rewrite metrics file '" << path << "' (via '" << tmp << "'): " << std::strerror(errno);
+    }
+    MNEMO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0)
+        << "cannot rewrite metrics file '" << path << "': " << std::strerror(errno);
+  }
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resume_step > 0 ? 0 : O_TRUNC), 0666);
+  MNEMO_CHECK(fd_ >= 0) << "cannot write the metrics file '" << path << "': " << std::strerror(errno);
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    MNEMO_CHECK(n > 0) << "writing the metrics file '" << path_ << "' failed: " << std::strerror(n < 0 ? errno : EIO)
+                       << " (a full disk or the file-size limit?)";
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace mnemo
