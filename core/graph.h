@@ -4,6 +4,7 @@
 // The training graph (autograd/) is the same structure; its node order is the execution schedule.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,7 +54,7 @@ class Graph {
   size_t size() const { return nodes_.size(); }
   const Node& node(int id) const { return nodes_.at(id); }
   Node& node(int id) { return nodes_.at(id); }
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::deque<Node>& nodes() const { return nodes_; }
   const TensorType& type(EntryRef e) const;
   int find(const std::string& name) const;  // -1 if absent
   void rename(int id, std::string name);
@@ -68,7 +69,9 @@ class Graph {
 
  private:
   std::string unique_name(const std::string& base);
-  std::vector<Node> nodes_;
+  // A deque: adding a node never moves the others, so a `const Node&` a caller holds stays valid
+  // across add/input/param (a vector would reallocate under it).
+  std::deque<Node> nodes_;
   std::unordered_map<std::string, int> by_name_;
 };
 

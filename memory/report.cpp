@@ -13,9 +13,9 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   // stays the activation quantity. (The BatchNorm statistics the assign nodes read stay feature maps.)
   std::vector<EntryRef> grads;
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
-  for (const Node& n : g.nodes()) {
+  for (int id = 0; id < static_cast<int>(g.size()); ++id) {
+    const Node& n = g.node(id);
     if (!n.op->traits.updates_state) continue;
-    const int id = static_cast<int>(&n - g.nodes().data());
     for (const EntryRef& e : n.inputs)
       if (g.node(e.node).is(OpKind::compute) && g.type(e).dtype == DType::i32) grads.push_back(e);
     for (size_t j = 0; j < n.outputs.size(); ++j)
