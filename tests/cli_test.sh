@@ -61,8 +61,8 @@ echo '{"config": "configs/resnet56-cifar.yaml", "mode": "share", "batch": 4, "st
 echo '{"framework": "pytorch", "model": "resnet56", "batch": 4, "torch": "2.x", "step_seconds_median": 0.1, "peak_allocated_bytes": 2147483648}' >"$tmp/gpu-out/torch.log"
 expect gpu-report 0 '\| resnet56 \| mnemo \| share \| 4 \| 50\.0 ms \| 80 \| 0\.50x \| 1\.00 GiB \| 0\.50 GiB' -- python3 "$src/tools/gpu_report.py" "$tmp/gpu-out"
 expect bad-device 1 "'tpu' is not a device" -- "$mnemo" train "$cfg" --device tpu
-expect missing-config 105 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
-expect unknown-flag 109 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3
+expect missing-config 2 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
+expect unknown-flag 2 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3
 printf 'model: {type: resnet, depth: 21}\n' >"$tmp/bad.yaml"
 expect bad-config 1 'bad.yaml:1:.*6n\+2' -- "$mnemo" plan "$tmp/bad.yaml"
 expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 --resume "$tmp/w.safetensors"

@@ -173,7 +173,14 @@ int main(int argc, char** argv) {
   curve->add_option("--out", copt.out, "output directory")->capture_default_str();
   curve->add_flag("!--no-plot", copt.plot, "write the CSV only");
   curve->add_option("--device", copt.device, "plan for cpu, cuda or cuda:N (the device's workspace sizes)")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A bad command line is a usage error (exit 2) with a sentence, like every other error.
+    std::cerr << "mnemo: error: " << e.what() << "\nRun 'mnemo --help' (or 'mnemo COMMAND --help') for the options.\n";
+    return 2;
+  }
   try {
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("train")) return mnemo::run_train(topt);

@@ -10,7 +10,12 @@ SyntheticImages::SyntheticImages(Shape sample_shape, int64_t classes, uint64_t s
   MNEMO_CHECK(classes > 1) << "synthetic data needs at least 2 classes, got " << classes;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, 1.0);
-  templates_.resize(static_cast<size_t>(classes * numel(shape_)));
+  const int64_t per = numel(shape_);
+  MNEMO_CHECK(per <= kMaxTemplateValues / classes)
+      << "synthetic data: " << classes << " classes of shape " << shape_str(shape_) << " need "
+      << static_cast<double>(per) * static_cast<double>(classes) * 8 / (1 << 20)
+      << " MiB of class templates; the limit is 1 GiB (lower data.classes or data.shape)";
+  templates_.resize(static_cast<size_t>(classes * per));
   for (double& v : templates_) v = d(rng);
 }
 

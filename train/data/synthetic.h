@@ -5,6 +5,10 @@
 
 namespace mnemo {
 
+// Class templates of synthetic data are held in memory (float64): at most 1 GiB of them.
+constexpr int64_t kMaxTemplateValues = (int64_t{1} << 30) / 8;
+
+
 class SyntheticImages {
  public:
   SyntheticImages(Shape sample_shape, int64_t classes, uint64_t seed, double noise = 0.5);
