@@ -27,6 +27,8 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   const OpDef& def = op_registry().get(op);
   Node n;
   n.op = &def;
+  MNEMO_CHECK(nodes_.size() < kMaxNodes) << "the graph has more than 2^22 nodes (adding '" << name << "', " << op
+                                         << "): the model is too large to plan";
   n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : name;
   MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
   const int id = static_cast<int>(nodes_.size());
@@ -76,6 +78,7 @@ EntryRef Graph::param(const std::string& name, TensorType t, bool trainable) {
 }
 
 int Graph::push(Node n) {
+  MNEMO_CHECK(nodes_.size() < kMaxNodes) << "the graph has more than 2^22 nodes: the model is too large to plan";
   const int id = static_cast<int>(nodes_.size());
   MNEMO_ASSERT(n.op) << "node '" << n.name << "' has no op";
   for (const EntryRef& e : n.inputs)

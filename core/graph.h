@@ -38,6 +38,10 @@ struct StateUpdate {
   EntryRef value;
 };
 
+// The most nodes a graph may have (a training graph of the 1001-layer ResNet has ~17k): bounds the
+// memory and the planners' work for any config that passes validation.
+constexpr size_t kMaxNodes = size_t{1} << 22;
+
 class Graph {
  public:
   // Adds a node running registered op `op`; returns its id. Throws mnemo::Error naming the node

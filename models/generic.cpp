@@ -65,6 +65,9 @@ BuiltModel build_graph_model(const GraphModelConfig& c) {
     std::vector<EntryRef> in;
     for (const std::string& r : n.inputs) in.push_back(resolve(b.graph(), r, n.where, n.name));
     try {
+      const OpDef& def = op_registry().get(n.op);
+      MNEMO_CHECK(!def.traits.updates_state) << "node '" << n.name << "': op '" << n.op
+                                             << "' updates state (the optimiser's); a model graph cannot use it";
       b.graph().add(n.op, in, n.attrs, n.name);
     } catch (const Error& e) {
       throw Error(n.where + ": " + e.what());

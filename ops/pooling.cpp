@@ -32,6 +32,8 @@ PoolParams read_window(AttrReader& r) {
   p.sh = st[0] == kMissing ? p.r : st[0], p.sw = st[1] == kMissing ? p.s : st[1];
   p.ph = pad[0], p.pw = pad[1];
   MNEMO_CHECK(p.r >= 1 && p.s >= 1) << "kernel must be >= 1, got [" << p.r << "," << p.s << "]";
+  for (int64_t v : {p.r, p.s, p.sh, p.sw, p.ph, p.pw})
+    MNEMO_CHECK(v <= (int64_t{1} << 24)) << "kernel, stride and padding must be at most 2^24, got " << v;
   MNEMO_CHECK(p.sh >= 1 && p.sw >= 1) << "stride must be >= 1, got [" << p.sh << "," << p.sw << "]";
   MNEMO_CHECK(p.ph >= 0 && p.pw >= 0 && 2 * p.ph <= p.r && 2 * p.pw <= p.s)
       << "padding must be in [0, kernel/2], got padding [" << p.ph << "," << p.pw << "] for kernel [" << p.r

@@ -39,7 +39,8 @@ std::vector<TensorType> infer_reshape(const void* params, std::span<const Tensor
     if (shape[i] == -1)
       free_dim = static_cast<int>(i);
     else
-      known *= shape[i];
+      MNEMO_CHECK(!__builtin_mul_overflow(known, shape[i], &known) && known <= kMaxElements)
+          << "reshape: shape " << shape_str(shape) << " has more than 2^40 elements";
   }
   if (free_dim >= 0) {
     MNEMO_CHECK(known > 0 && n % known == 0) << "reshape: cannot reshape " << in[0].str() << " (" << n

@@ -149,8 +149,10 @@ SplitParams parse_split(AttrReader& r) {
   p.sizes = r.get_ints("sizes", {});
   p.parts = r.get_int("parts", 0);
   MNEMO_CHECK(p.sizes.empty() != (p.parts == 0)) << "split: give exactly one of `sizes` (a list) or `parts` (a count)";
-  MNEMO_CHECK(p.parts >= 0) << "split: parts must be positive, got " << p.parts;
-  for (int64_t s : p.sizes) MNEMO_CHECK(s > 0) << "split: sizes must be positive, got " << shape_str(p.sizes);
+  MNEMO_CHECK(p.parts >= 0 && p.parts <= 65536) << "split: parts must be in [1, 65536], got " << p.parts;
+  MNEMO_CHECK(p.sizes.size() <= 65536) << "split: at most 65536 sizes, got " << p.sizes.size();
+  for (int64_t s : p.sizes)
+    MNEMO_CHECK(s > 0 && s <= kMaxElements) << "split: sizes must be in [1, 2^40], got " << shape_str(p.sizes);
   return p;
 }
 

@@ -86,6 +86,8 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 20\n  width: 3000000000\n", "t.yaml:4:10", "model.width: expected an integer in [1, 65536]"},
       // Duplicate keys are an error (yaml-cpp would keep the first silently).
       {"model:\n  type: resnet\n  depth: 20\n  depth: 56\n", "t.yaml:4:3", "key 'depth' appears twice (first at line 3)"},
+      // Aliases are refused before the document is built (a chain of them expands exponentially).
+      {"x: &a [1, 2]\ny: [*a, *a]\nmodel:\n  type: resnet\n", "t.yaml:2:5", "YAML aliases (*name) are not accepted"},
   };
   for (const BadCase& bc : cases) {
     std::string yaml = bc.yaml;

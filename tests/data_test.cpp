@@ -124,6 +124,17 @@ TEST(Data, FashionMnistCorruptFilesNameTheFile) {
   check([&](TempDir& d) { write_gz(d.file(images), idx_images(10'000'000, 3)); }, images,
         "the header claims 10000000 images (7840000016 bytes) but the file holds 2368 bytes");
   check([&](TempDir& d) { fs::resize_file(d.file(labels), fs::file_size(d.file(labels)) - 2); }, labels, "truncated or corrupt");
+  // A forged trailer whose length matches the header's claim mod 2^32 is refused too: no deflate
+  // stream of this size expands to 7.8 GB.
+  check([&](TempDir& d) {
+    write_gz(d.file(images), idx_images(10'000'000, 3));
+    const uint32_t claim = static_cast<uint32_t>((16 + uint64_t{10'000'000} * 784) & 0xffffffffu);
+    std::fstream f(d.file(images), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(d.file(images)) - 4));
+    const char le[4] = {static_cast<char>(claim), static_cast<char>(claim >> 8), static_cast<char>(claim >> 16),
+                        static_cast<char>(claim >> 24)};
+    f.write(le, 4);
+  }, images, images);  // refused (by the size check, or by zlib's length check on so small a file)
   check([&](TempDir& d) { write_gz(d.file(images), idx_images(3, 3, 0x803, 27)); }, images, "27x27");
   check([&](TempDir& d) { write_gz(d.file(labels), idx_labels({1, 2})); }, labels, "2 labels");
   check([&](TempDir& d) { write_gz(d.file(labels), idx_labels({1, 10, 2})); }, labels, "label 10 of example 1");

@@ -2,6 +2,7 @@
 // a clear mnemo::Error for every kind of corrupt file, atomic saves (a failed save leaves the old
 // file and no temporary file), and reading a file written by the Python safetensors package
 // (tests/fixtures/compat_python.safetensors, made by tools/make_fixtures.py).
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <signal.h>
@@ -238,6 +239,19 @@ TEST_F(SafetensorsTest, ANonRegularTargetIsRefusedAndNothingIsLeft) {
   EXPECT_TRUE(fs::is_directory(path));
   EXPECT_NE(error_of([&] { write_safetensors("/dev/null", {{"x", t.view()}}, {}); }).find("refusing to replace it"),
             std::string::npos);
+}
+
+// A FIFO is refused at once (opening it for reading would wait for a writer for ever), and so is a
+// header nested deeper than any safetensors header.
+TEST_F(SafetensorsTest, FifosAndDeeplyNestedHeadersAreRefused) {
+  const std::string fifo = file("f.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { read_safetensors(fifo); }).find("not a regular file"), std::string::npos);
+  std::string header = "{\"t\": " + std::string(10000, '[') + std::string(10000, ']') + "}";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  std::ofstream(file("deep.safetensors"), std::ios::binary) << bytes << header;
+  EXPECT_NE(error_of([&] { read_safetensors(file("deep.safetensors")); }).find("nests deeper"), std::string::npos);
 }
 
 // Saving through a symlink replaces the link's target and keeps the link.

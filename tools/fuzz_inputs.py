@@ -142,7 +142,7 @@ def fuzz_configs(stats, args, rng, tmp):
         with open(path, "w", errors="replace") as f:
             f.write(mutate_config(text, rng))
         run(stats, "config", [args.mnemo, "plan", path, "--memory", rng.choice(["share", "sublinear", "recursive", "none"])], args)
-        if k % 10 == 0 and name in ("mlp-graph.yaml",):
+        if name == "mlp-graph.yaml" and (k // len(sources)) % 4 == 0:  # a small model: train it too
             run(stats, "config", [args.mnemo, "train", path, "--steps", "1", "--no-eval"], args, cwd=tmp)
         progress("configs", k + 1, args.configs)
 
@@ -292,22 +292,33 @@ def fuzz_kills(stats, args, rng, tmp):
         _, err = p.communicate()
         if p.returncode not in (-signal.SIGKILL, 0):
             stats.fail("kill", cmd, f"ended {p.returncode} before the kill", err.decode("utf-8", "replace"))
+        if not os.path.exists(metrics):  # killed before the first record
+            stats.ok += 1
+            continue
+        steps = []
         with open(metrics, "rb") as f:
             for i, line in enumerate(f.read().split(b"\n")):
                 if not line:
                     continue
                 try:
-                    json.loads(line)
-                except ValueError:
+                    steps.append(json.loads(line)["step"])
+                except (ValueError, KeyError):
                     stats.fail("kill", cmd, f"metrics line {i + 1} does not parse after kill {k + 1}", line.decode("utf-8", "replace"))
+        # Resumed runs cut the file back to their checkpoint: the steps stay 1, 2, 3, ... once each.
+        if steps != list(range(1, len(steps) + 1)):
+            stats.fail("kill", cmd, f"metrics steps after kill {k + 1} are not 1..n once each", str(steps[-10:]))
         stats.ok += 1
         progress("kills", k + 1, args.kills)
     # One more run that saves (two steps past the last recorded one): stale temporary files of the
     # killed runs must be gone afterwards, and the checkpoint must load.
     last = 0
-    with open(metrics) as f:
-        for line in f:
-            last = max(last, json.loads(line).get("step", 0))
+    if os.path.exists(metrics):
+        with open(metrics) as f:
+            for line in f:
+                try:
+                    last = max(last, json.loads(line).get("step", 0))
+                except ValueError:
+                    pass
     run(stats, "kill", [args.mnemo, "train", cfg, "--no-eval", "--steps", str(last + 2)] + (["--resume", ck] if os.path.exists(ck) else []),
         args)
     stray = [n for n in os.listdir(os.path.join(d, "ck")) if ".tmp." in n] if os.path.isdir(os.path.join(d, "ck")) else []

@@ -181,18 +181,19 @@ int main(int argc, char** argv) {
     std::cerr << "mnemo: error: " << e.what() << "\nRun 'mnemo --help' (or 'mnemo COMMAND --help') for the options.\n";
     return 2;
   }
+  int rc = 0;
   try {
     if (app.got_subcommand("ops")) print_ops();
-    if (app.got_subcommand("train")) return mnemo::run_train(topt);
-    if (app.got_subcommand("grad")) return mnemo::run_grad(gopt);
-    if (app.got_subcommand("bench")) return mnemo::run_bench(bopt);
+    if (app.got_subcommand("train")) rc = mnemo::run_train(topt);
+    if (app.got_subcommand("grad")) rc = mnemo::run_grad(gopt);
+    if (app.got_subcommand("bench")) rc = mnemo::run_bench(bopt);
     if (app.got_subcommand("curve")) {
       std::stringstream ss(curve_modes);
       for (std::string m; std::getline(ss, m, ',');)
         if (!m.empty()) copt.modes.push_back(m);
-      return mnemo::run_curve(copt);
+      rc = mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) return run_plan(plan_config, plan_modes, plan_json, plan_device);
+    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);
       std::cout << (format == "json" ? g.to_json().dump(1) + "\n" : format == "dot" ? g.to_dot() : g.to_text());
@@ -215,10 +216,12 @@ int main(int argc, char** argv) {
     std::cerr << "mnemo: error: " << e.what() << "\n";
     return 1;
   }
+  // Output that could not be written (a full disk, a closed pipe, the file-size limit) is an error.
   std::cout.flush();
-  if (!std::cout) {
-    std::cerr << "mnemo: error: writing the output failed (" << std::strerror(errno) << ")\n";
+  const bool out_failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (out_failed) {
+    std::cerr << "mnemo: error: writing the output failed (" << std::strerror(errno ? errno : EIO) << ")\n";
     return 1;
   }
-  return 0;
+  return rc;
 }

@@ -4,6 +4,7 @@
 #include "memory/mirror_planner.h"
 #include "train/config/files.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -252,6 +253,33 @@ void parse_model(Section& m, Config& c) {
   m.finish();
 }
 
+// Walks the parser's events before the document is built: aliases are refused (a config needs
+// none, and a chain of aliases to aliases expands exponentially: a few hundred bytes could stand
+// for 10^10 nodes), and so are more than a million nodes.
+class EventLimits final : public YAML::EventHandler {
+ public:
+  explicit EventLimits(std::string file) : file_(std::move(file)) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { count(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
+    MNEMO_FAIL() << file_ << ":" << m.line + 1 << ":" << m.column + 1
+                 << ": YAML aliases (*name) are not accepted in configs; write the value out";
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { count(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { count(m); }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { count(m); }
+  void OnMapEnd() override {}
+
+ private:
+  void count(const YAML::Mark& m) {
+    MNEMO_CHECK(++nodes_ <= 1000000) << file_ << ":" << m.line + 1 << ": the config has more than a million YAML nodes";
+  }
+  std::string file_;
+  int64_t nodes_ = 0;
+};
+
 // yaml-cpp keeps the first of two equal keys and ignores the second: refuse them instead.
 void reject_duplicate_keys(const YAML::Node& n, const std::string& file, int depth = 0) {
   MNEMO_CHECK(depth < 64) << file << ":" << n.Mark().line + 1 << ": the config nests deeper than 64 levels";
@@ -275,6 +303,11 @@ void reject_duplicate_keys(const YAML::Node& n, const std::string& file, int dep
 Config parse_config(const std::string& text, const std::string& name) {
   YAML::Node root;
   try {
+    std::istringstream events(text);
+    YAML::Parser parser(events);
+    EventLimits limits(name);
+    while (parser.HandleNextDocument(limits)) {
+    }
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
@@ -302,8 +335,8 @@ Config parse_config(const std::string& text, const std::string& name) {
     if (data.source.rfind("synthetic", 0) == 0 && data.shape.empty() && c.model_type != "graph")
       d.fail(d.node(), d.key("shape"), "the per-example shape of synthetic data, e.g. [3, 32, 32]", "none");
     data.classes = d.get_int("classes", 10, 2, 1 << 24);
-    data.size = d.get_int("size", 50000, 1, int64_t{1} << 40);
-    data.eval_size = d.get_int("eval_size", 10000, 0, int64_t{1} << 40);
+    data.size = d.get_int("size", 50000, 1, int64_t{1} << 31);
+    data.eval_size = d.get_int("eval_size", 10000, 0, int64_t{1} << 31);
     data.steps = d.get_int("steps", 0, 0, 1 << 20);
     if (data.source == "text" && data.steps < 1) d.fail(d.node(), d.key("steps"), "the number of characters per sequence (>= 1)", "none");
     data.eval = d.get_bool("eval", true);

@@ -94,7 +94,8 @@ class GzFile {
 // a header claiming more than the file holds is refused before anything is allocated.
 struct StreamSize {
   uint64_t bytes = 0;
-  bool mod32 = false;  // gzip: known modulo 2^32 only
+  bool mod32 = false;      // gzip: known modulo 2^32 only
+  uint64_t compressed = 0; // gzip: the file's size (deflate expands at most ~1032x)
 };
 StreamSize stream_size(const std::string& path, const std::string& what) {
   const int64_t size = regular_file_size(path, what);
@@ -106,12 +107,15 @@ StreamSize stream_size(const std::string& path, const std::string& what) {
   in.seekg(size - 4);
   in.read(reinterpret_cast<char*>(tail), 4);
   MNEMO_CHECK(in.gcount() == 4) << "'" << path << "': cannot read the gzip trailer";
-  return {uint64_t{tail[0]} | uint64_t{tail[1]} << 8 | uint64_t{tail[2]} << 16 | uint64_t{tail[3]} << 24, true};
+  return {uint64_t{tail[0]} | uint64_t{tail[1]} << 8 | uint64_t{tail[2]} << 16 | uint64_t{tail[3]} << 24, true,
+          static_cast<uint64_t>(size)};
 }
 
 // Throws unless a stream of `s` bytes holds exactly `expected` (the header's claim).
 void expect_stream_size(const StreamSize& s, uint64_t expected, const std::string& path, const std::string& claim) {
-  const bool ok = s.mod32 ? (expected & 0xffffffffu) == s.bytes : expected == s.bytes;
+  // The trailer's length is only what the file says: a claim beyond what deflate can expand the
+  // file to is refused too (a forged trailer must not buy a 7.8 GB allocation).
+  const bool ok = s.mod32 ? (expected & 0xffffffffu) == s.bytes && expected <= 1032 * s.compressed + 1024 : expected == s.bytes;
   MNEMO_CHECK(ok) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but the file holds "
                   << s.bytes << " bytes" << (s.mod32 ? " once decompressed (gzip trailer)" : "")
                   << ": truncated or corrupt";
@@ -191,6 +195,8 @@ Cifar10::Cifar10(const std::string& dir, Split split) {
     MNEMO_CHECK(fs::exists(path)) << "CIFAR-10 file '" << path << "' not found (expected the binary "
                                   << "version: data_batch_1..5.bin and test_batch.bin)";
     const int64_t bytes = regular_file_size(path, "CIFAR-10 file");
+    MNEMO_CHECK(bytes <= 10000 * kRecord) << "'" << path << "' is " << bytes << " bytes; a CIFAR-10 batch file holds 10000 "
+                                          << kRecord << "-byte records (" << 10000 * kRecord << " bytes)";
     MNEMO_CHECK(bytes > 0 && bytes % kRecord == 0)
         << "'" << path << "' is " << bytes << " bytes, not a whole number of " << kRecord
         << "-byte records (1 label byte + 3072 pixel bytes): truncated or not a CIFAR-10 binary batch";

@@ -22,7 +22,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, const Sg
     if (p.trainable) tensors.push_back({"velocity/" + p.name, sgd.state().at(k++).view()});
   }
   const std::map<std::string, std::string> meta = {
-      {"format", "mnemo-checkpoint-1"},      {"step", std::to_string(state.step)},
+      {"format", "mnemo-checkpoint-2"},      {"step", std::to_string(state.step)},
       {"data_position", std::to_string(state.data_position)}, {"seed", std::to_string(state.seed)},
       {"model_signature", model_signature(params)}, {"config", config_file},
       {"mnemo_version", MNEMO_VERSION}};
@@ -45,9 +45,11 @@ static int64_t meta_int(const TensorFile& f, const std::string& path, const std:
 TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd) {
   TensorFile f = read_safetensors(path);
   auto fmt = f.metadata.find("format");
-  MNEMO_CHECK(fmt != f.metadata.end() && fmt->second == "mnemo-checkpoint-1")
+  // Format 2 has a CRC-32 per tensor (required); format 1 (older mnemo) has none and is still read.
+  const bool v1 = fmt != f.metadata.end() && fmt->second == "mnemo-checkpoint-1";
+  MNEMO_CHECK(fmt != f.metadata.end() && (v1 || fmt->second == "mnemo-checkpoint-2"))
       << "checkpoint " << path << ": not a mnemo checkpoint (metadata format is '"
-      << (fmt == f.metadata.end() ? std::string("missing") : fmt->second) << "', expected 'mnemo-checkpoint-1')";
+      << (fmt == f.metadata.end() ? std::string("missing") : fmt->second) << "', expected 'mnemo-checkpoint-2' or -1)";
   // Check everything before changing anything: a refused checkpoint leaves the run untouched.
   size_t k = 0;
   std::vector<std::pair<Tensor*, const Tensor*>> copies;
@@ -65,8 +67,8 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
     if (p.trainable) ++k;
   }
   for (const auto& [name, t] : f.tensors)
-    MNEMO_CHECK(f.checksummed.count(name)) << "checkpoint " << path << ": tensor '" << name
-                                           << "' has no checksum (every checkpoint mnemo writes has one per tensor)";
+    MNEMO_CHECK(v1 || f.checksummed.count(name)) << "checkpoint " << path << ": tensor '" << name
+                                                 << "' has no checksum (a mnemo-checkpoint-2 file has one per tensor)";
   MNEMO_CHECK(copies.size() == f.tensors.size()) << "checkpoint " << path << " does not fit this model: it holds "
                                                  << f.tensors.size() << " tensors, the model " << copies.size();
   TrainState s;

@@ -88,6 +88,9 @@ double slope(const std::vector<std::pair<double, double>>& xy) {
 
 int run_curve(const CurveOptions& opt) {
   MNEMO_CHECK(!opt.values.empty()) << "--values: give at least one value";
+  MNEMO_CHECK(opt.values.size() <= 1000) << "--values: at most 1000 values, got " << opt.values.size();
+  for (int64_t v : opt.values)
+    MNEMO_CHECK(v >= 1 && v <= 100000) << "--values: each value must be in [1, 100000], got " << v;
   MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
   for (const std::string& m : opt.modes) parse_memory_mode(m);
   const Config base = base_config(opt.model);

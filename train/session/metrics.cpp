@@ -17,6 +17,8 @@ namespace {
 // The complete records of `path` with "step" <= `step` (a torn or foreign line ends the kept part).
 std::string records_up_to(const std::string& path, int64_t step) {
   std::ifstream in(path, std::ios::binary);
+  MNEMO_CHECK(in) << "cannot read the metrics file '" << path << "' to cut it back to step " << step << ": "
+                  << std::strerror(errno);
   std::string kept, line;
   while (std::getline(in, line)) {
     if (in.eof()) break;  // no newline: the record being written when the run was killed
@@ -25,29 +27,48 @@ std::string records_up_to(const std::string& path, int64_t step) {
     if (j["step"].get<int64_t>() > step) break;
     kept += line + "\n";
   }
+  MNEMO_CHECK(!in.bad()) << "reading the metrics file '" << path << "' failed: " << std::strerror(errno);
   return kept;
 }
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, int64_t resume_step) : path_(path) {
+MetricsLog::MetricsLog(const std::string& requested, int64_t resume_step) {
   namespace fs = std::filesystem;
-  const fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  // Through a symlink to its target (the cut-back's rename must replace the target, not the link).
   std::error_code ec;
+  fs::path p = requested;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  const std::string path = p.string();
+  path_ = path;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
   const fs::file_status st = fs::status(p, ec);
   MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st)) << "metrics file '" << path << "' exists and is not a regular file";
   if (resume_step > 0 && fs::exists(st)) {
     // Cut back atomically: the kept records go to a temporary file renamed over the old one.
     const std::string kept = records_up_to(path, resume_step), tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << kept;
-      out.flush();
-      MNEMO_CHECK(out) << "cannot rewrite metrics file '" << path << "' (via '" << tmp << "'): " << std::strerror(errno);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    MNEMO_CHECK(fd >= 0) << "cannot rewrite metrics file '" << path << "' (via '" << tmp << "'): " << std::strerror(errno);
+    size_t done = 0;
+    bool ok = true;
+    while (ok && done < kept.size()) {
+      const ssize_t n = ::write(fd, kept.data() + done, kept.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
     }
-    MNEMO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0)
-        << "cannot rewrite metrics file '" << path << "': " << std::strerror(errno);
+    ok = ok && ::fsync(fd) == 0;  // durable before it replaces the old file
+    const int err = errno;
+    ::close(fd);
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int e = ok ? errno : err;
+      std::remove(tmp.c_str());
+      MNEMO_FAIL() << "cannot rewrite metrics file '" << path << "': " << std::strerror(e);
+    }
   }
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resume_step > 0 ? 0 : O_TRUNC), 0666);
   MNEMO_CHECK(fd_ >= 0) << "cannot write the metrics file '" << path << "': " << std::strerror(errno);

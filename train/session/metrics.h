@@ -14,7 +14,7 @@ namespace mnemo {
 class MetricsLog {
  public:
   // `resume_step` 0: a fresh file; > 0: keeps the complete records whose "step" is at most it.
-  MetricsLog(const std::string& path, int64_t resume_step);
+  MetricsLog(const std::string& path, int64_t resume_step);  // a symlink is written through
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -35,8 +35,19 @@ MemoryAvailable host_memory_available() {
   for (const auto& [limit_file, usage_file] :
        {std::pair<const char*, const char*>{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
         {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
-    const int64_t limit = read_number(limit_file), used = read_number(usage_file);
-    if (limit <= 0 || used < 0 || limit > (int64_t{1} << 60)) continue;
+    const int64_t limit = read_number(limit_file), usage = read_number(usage_file);
+    if (limit <= 0 || usage < 0 || limit > (int64_t{1} << 60)) continue;
+    // The usage counts page cache the kernel reclaims on demand: subtract its inactive part, as
+    // container tools do (memory.stat: inactive_file, cgroup v1: total_inactive_file).
+    int64_t reclaimable = 0;
+    const std::string stat = std::string(limit_file).substr(0, std::string(limit_file).rfind('/')) + "/memory.stat";
+    std::ifstream st(stat);
+    for (std::string key; st >> key;) {
+      int64_t v = 0;
+      if (!(st >> v)) break;
+      if (key == "inactive_file" || key == "total_inactive_file") reclaimable = std::max(reclaimable, v);
+    }
+    const int64_t used = std::max<int64_t>(0, usage - reclaimable);
     const int64_t left = std::max<int64_t>(0, limit - used);
     if (a.bytes < 0 || left < a.bytes) a = {left, std::string("the cgroup limit (") + limit_file + ")"};
     break;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <zlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,8 +66,11 @@ uint64_t read_u64_le(const unsigned char* p) {
 nlohmann::json parse_header(const std::string& text, const std::string& path) {
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::string duplicate;
-  auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+  bool too_deep = false;
+  auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
     using E = nlohmann::json::parse_event_t;
+    if (depth > 8) too_deep = true;  // a header nests 4 levels; deeper input is refused unread
+    if (too_deep) return false;
     if (ev == E::object_start) keys.emplace_back();
     else if (ev == E::object_end && !keys.empty()) keys.pop_back();
     else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
@@ -79,6 +83,7 @@ nlohmann::json parse_header(const std::string& text, const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     MNEMO_FAIL() << Where{path} << ": the header is not valid JSON (" << e.what() << ")";
   }
+  MNEMO_CHECK(!too_deep) << Where{path} << ": the header nests deeper than a safetensors header does (8 levels)";
   MNEMO_CHECK(duplicate.empty()) << Where{path} << ": the header names '" << duplicate << "' twice";
   MNEMO_CHECK(j.is_object()) << Where{path} << ": the header must be a JSON object, found " << j.type_name();
   return j;
@@ -189,11 +194,21 @@ struct FileCloser {
 }  // namespace
 
 TensorFile read_safetensors(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  MNEMO_CHECK(f) << Where{path} << ": cannot open: " << errno_text();
+  // Opened without blocking (a FIFO would wait for a writer for ever), checked to be a regular
+  // file, then read normally.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  MNEMO_CHECK(fd >= 0) << Where{path} << ": cannot open: " << errno_text();
   struct stat st{};
-  MNEMO_CHECK(fstat(fileno(f.get()), &st) == 0) << Where{path} << ": cannot stat: " << errno_text();
-  MNEMO_CHECK(S_ISREG(st.st_mode)) << Where{path} << ": not a regular file";
+  const bool stat_ok = fstat(fd, &st) == 0;
+  if (!stat_ok || !S_ISREG(st.st_mode)) {
+    const std::string why = stat_ok ? "not a regular file" : "cannot stat: " + errno_text();
+    ::close(fd);
+    MNEMO_FAIL() << Where{path} << ": " << why;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::unique_ptr<std::FILE, FileCloser> f(::fdopen(fd, "rb"));
+  if (!f) ::close(fd);
+  MNEMO_CHECK(f) << Where{path} << ": cannot open: " << errno_text();
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   MNEMO_CHECK(file_bytes >= 8) << Where{path} << ": file too short: expected at least 8 bytes (the header size), found "
                                << file_bytes;
@@ -313,6 +328,11 @@ std::string save_target(const std::string& path) {
   fs::path target = path;
   for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // the link's target, even dangling
     MNEMO_CHECK(hops < 40) << Where{path} << ": too many levels of symbolic links";
+    // Only our own (or root's) links are followed: another user's link in a shared directory
+    // must not redirect the save into our files.
+    struct stat lst {};
+    MNEMO_CHECK(::lstat(target.c_str(), &lst) == 0 && (lst.st_uid == ::geteuid() || lst.st_uid == 0))
+        << Where{path} << ": '" << target.string() << "' is a symlink owned by another user; refusing to follow it";
     const fs::path next = fs::read_symlink(target, ec);
     MNEMO_CHECK(!ec) << Where{path} << ": cannot read the symlink: " << ec.message();
     target = next.is_absolute() ? next : target.parent_path() / next;
@@ -337,7 +357,13 @@ void remove_stale_temporaries(const std::string& path) {
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string pid = name.substr(prefix.size());
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
-    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
+    if (!(::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH)) continue;
+    // Its process is gone here; a writer elsewhere (another PID namespace, another host) holds its
+    // lock: remove only what nobody holds.
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove(it->path(), ec);
+    ::close(fd);
   }
 }
 
@@ -350,7 +376,14 @@ void write_safetensors(const std::string& requested, const std::vector<std::pair
   remove_stale_temporaries(path);
   TempFile tmp(path + ".tmp." + std::to_string(getpid()));
   std::FILE*& f = tmp.file();
-  f = std::fopen(tmp.path().c_str(), "wb");
+  // Created exclusively, never through a symlink, and locked while written: the stale-file sweep
+  // of another process (another PID namespace or host) skips a file someone holds locked.
+  std::remove(tmp.path().c_str());  // a leftover with this process's number is stale
+  const int fd = ::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  MNEMO_CHECK(fd >= 0) << Where{path} << ": cannot create the temporary file '" << tmp.path() << "': " << errno_text();
+  ::flock(fd, LOCK_EX | LOCK_NB);
+  f = ::fdopen(fd, "wb");
+  if (!f) ::close(fd);
   MNEMO_CHECK(f) << Where{path} << ": cannot create the temporary file '" << tmp.path() << "': " << errno_text();
 
   auto put = [&](const void* p, size_t n, const std::string& what) {
@@ -374,11 +407,11 @@ void write_safetensors(const std::string& requested, const std::vector<std::pair
   // Make the rename itself durable.
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  MNEMO_CHECK(fd >= 0) << Where{path} << ": saved, but opening directory '" << dir << "' to fsync it failed: " << errno_text();
-  const int rc = fsync(fd);
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  MNEMO_CHECK(dfd >= 0) << Where{path} << ": saved, but opening directory '" << dir << "' to fsync it failed: " << errno_text();
+  const int rc = fsync(dfd);
   const int err = errno;
-  MNEMO_CHECK(close(fd) == 0 && rc == 0) << Where{path} << ": saved, but fsync of directory '" << dir
+  MNEMO_CHECK(close(dfd) == 0 && rc == 0) << Where{path} << ": saved, but fsync of directory '" << dir
                                          << "' failed: " << std::strerror(rc ? err : errno);
 }
 
