@@ -18,5 +18,5 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:${LSAN_OPTIONS:-}"
 ctest --test-dir "$build" -L cpu -E '^fuzz_inputs$' --output-on-failure -j"$(nproc)" --timeout 900
 # The bad-input fuzzer against the sanitized binary (no address-space limit: ASan's shadow memory).
-python3 tools/fuzz_inputs.py --mnemo "$build/mnemo" --memory-gb 0 --seed 3 --configs 300 --checkpoints 60 --data 16 \
+python3 tools/fuzz_inputs.py --mnemo "$build/mnemo" --memory-gb 0 --seed 3 --configs 1000 --checkpoints 200 --data 16 \
   --cli 60 --kills 4 --timeout 120

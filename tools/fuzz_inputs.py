@@ -79,6 +79,8 @@ def run(stats, kind, cmd, args, cwd=None):
     elapsed = time.monotonic() - t0
     if hung:
         stats.fail(kind, cmd, f"hung past {args.timeout} s", out)
+    elif "Sanitizer" in out or "runtime error:" in out:  # a sanitized build's report (ASan exits 1 by default)
+        stats.fail(kind, cmd, "sanitizer report", out)
     elif rc < 0:
         stats.fail(kind, cmd, f"killed by signal {signal.Signals(-rc).name}", out)
     elif rc >= 128:
@@ -347,6 +349,7 @@ def main():
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--memory-gb", type=float, default=4.0)
     args = p.parse_args()
+    args.mnemo = os.path.abspath(args.mnemo)  # some runs start in the scratch directory
     if not os.access(args.mnemo, os.X_OK):
         sys.exit(f"fuzz_inputs: {args.mnemo} is not an executable (build first: scripts/build.sh)")
     rng = random.Random(args.seed)
