@@ -88,6 +88,7 @@ TEST(Device, HostDeviceEvaluationAndResumeAtTheEndMatchTheCpu) {
   const std::string cpu = output_of("cpu", 13, ""), host = output_of("host", 13, "");
   EXPECT_NE(line_of(cpu, "test accuracy").find("on 8 examples"), std::string::npos) << cpu;
   EXPECT_EQ(line_of(host, "test accuracy"), line_of(cpu, "test accuracy"));
+  EXPECT_NE(cpu.find("evaluation ran in the training arena"), std::string::npos) << cpu;
   const std::string again = output_of("host", 13, d.file("host13.safetensors"));
   EXPECT_NE(again.find("nothing to train: already at step 13 of 13"), std::string::npos) << again;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "train/session/metrics.h"
 #include "train/session/safetensors.h"
 #include "train/config/schedule.h"
 #include "train/session/session.h"
@@ -284,6 +285,46 @@ TEST(Train, MetricsAreCutBackOnResumeAndNeverTorn) {
     EXPECT_TRUE(j.contains("lr")) << "the fake records of the lost steps are gone: " << line;
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  // Through a symlink the cut-back replaces the target and keeps the link.
+  const std::string link = d.file("link.jsonl");
+  std::filesystem::create_symlink(metrics, link);
+  { MetricsLog log(link, 2); }
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  std::ifstream cut(metrics);
+  int lines = 0;
+  for (std::string line; std::getline(cut, line);) ++lines;
+  EXPECT_EQ(lines, 2) << "the target was cut back to steps 1 and 2";
+}
+
+}  // namespace
+}  // namespace mnemo::test
+
+#include "train/session/device_state.h"
+#include "train/session/preflight.h"
+
+namespace mnemo::test {
+namespace {
+
+// The pre-flight check refuses a step that does not fit the available memory, naming the plan's
+// figures, the modes that would fit and a batch that would; --force (or unknown memory) skips it.
+TEST(Train, PreflightRefusesAStepThatDoesNotFit) {
+  const Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/resnet56-cifar.yaml");
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  std::unique_ptr<Device> dev = open_device("cpu");
+  const MirrorResult share = plan_pipeline(c, p, "share", dev.get());
+  const MirrorResult sub = plan_pipeline(c, p, "sublinear", dev.get());
+  // Room for sublinear's step but not share's.
+  const MemoryAvailable avail{(share.planned.report.total_bytes + sub.planned.report.total_bytes) / 2, "a test"};
+  const std::string e = error_of([&] { check_fits(share, 0, avail, c, p, *dev, false); });
+  EXPECT_NE(e.find("the planned step does not fit: mode share needs"), std::string::npos) << e;
+  EXPECT_NE(e.find("is available (a test)"), std::string::npos) << e;
+  EXPECT_NE(e.find("Memory modes that fit: sublinear"), std::string::npos) << e;
+  EXPECT_NE(e.find("a batch of about"), std::string::npos) << e;
+  EXPECT_NE(e.find("Use --force"), std::string::npos) << e;
+  EXPECT_NO_THROW(check_fits(share, 0, avail, c, p, *dev, true)) << "--force";
+  EXPECT_NO_THROW(check_fits(sub, 0, avail, c, p, *dev, false));
+  EXPECT_NO_THROW(check_fits(share, 0, MemoryAvailable{}, c, p, *dev, false)) << "unknown: not checked";
+  EXPECT_GT(host_memory_available().bytes, 0) << "MemAvailable is readable here";
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +41,26 @@ std::string read_small_file(const std::string& path, const std::string& what, in
   MNEMO_CHECK(in.gcount() == size) << "reading " << what << " '" << path << "' failed after " << in.gcount() << " of " << size
                                    << " bytes";
   return text;
+}
+
+std::string writable_target(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // the link's target, even dangling
+    MNEMO_CHECK(hops < 40) << what << ": too many levels of symbolic links";
+    struct stat lst {};
+    MNEMO_CHECK(::lstat(target.c_str(), &lst) == 0 && (lst.st_uid == ::geteuid() || lst.st_uid == 0))
+        << what << ": '" << target.string() << "' is a symlink owned by another user; refusing to follow it";
+    const fs::path next = fs::read_symlink(target, ec);
+    MNEMO_CHECK(!ec) << what << ": cannot read the symlink '" << target.string() << "': " << ec.message();
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st))
+      << what << ": " << (target.string() == path ? "it" : "its target '" + target.string() + "'")
+      << " exists and is not a regular file; refusing to replace it";
+  return target.string();
 }
 
 }  // namespace mnemo

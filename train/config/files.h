@@ -13,4 +13,10 @@ int64_t regular_file_size(const std::string& path, const std::string& what);
 // Its whole contents, refusing files larger than `max_bytes`.
 std::string read_small_file(const std::string& path, const std::string& what, int64_t max_bytes);
 
+// Where a file about to be (re)written at `path` goes: through symlinks to their target (only links
+// owned by us or root are followed: another user's link in a shared directory must not redirect
+// the write into our files); a target that exists must be a regular file (a device, FIFO or
+// directory is refused, never replaced). Errors start with `what`.
+std::string writable_target(const std::string& path, const std::string& what);
+
 }  // namespace mnemo

@@ -134,6 +134,12 @@ constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dimension
 constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dimension
 constexpr uint32_t kMaxExamples = 10'000'000;     // a sanity bound against corrupt headers
 
+void expect_magic(GzFile& f, const std::string& path, uint32_t want, const char* what) {
+  const uint32_t magic = f.read_be32("the magic number");
+  MNEMO_CHECK(magic == want) << "'" << path << "': wrong magic number " << hex32(magic) << ", expected " << hex32(want)
+                             << " (" << what << ")";
+}
+
 }  // namespace
 
 FashionMnist::FashionMnist(const std::string& dir, Split split) {
@@ -143,9 +149,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
 
   const StreamSize image_bytes = stream_size(image_path, "Fashion-MNIST file");
   GzFile images(image_path);
-  const uint32_t magic = images.read_be32("the magic number");
-  MNEMO_CHECK(magic == kIdxImagesMagic) << "'" << image_path << "': wrong magic number " << hex32(magic)
-                                        << ", expected " << hex32(kIdxImagesMagic) << " (idx3 unsigned-byte images)";
+  expect_magic(images, image_path, kIdxImagesMagic, "idx3 unsigned-byte images");
   const uint32_t n = images.read_be32("the image count");
   const uint32_t rows = images.read_be32("the row count"), cols = images.read_be32("the column count");
   MNEMO_CHECK(rows == kRows && cols == kCols) << "'" << image_path << "': images are " << rows << "x" << cols
@@ -158,9 +162,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
 
   const StreamSize label_bytes = stream_size(label_path, "Fashion-MNIST file");
   GzFile labels(label_path);
-  const uint32_t lmagic = labels.read_be32("the magic number");
-  MNEMO_CHECK(lmagic == kIdxLabelsMagic) << "'" << label_path << "': wrong magic number " << hex32(lmagic)
-                                         << ", expected " << hex32(kIdxLabelsMagic) << " (idx1 unsigned-byte labels)";
+  expect_magic(labels, label_path, kIdxLabelsMagic, "idx1 unsigned-byte labels");
   const uint32_t nl = labels.read_be32("the label count");
   MNEMO_CHECK(nl == n) << "'" << label_path << "' holds " << nl << " labels but '" << image_path << "' holds " << n
                        << " images";

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "train/config/files.h"
 
 namespace mnemo {
 namespace {
@@ -36,18 +37,12 @@ std::string records_up_to(const std::string& path, int64_t step) {
 MetricsLog::MetricsLog(const std::string& requested, int64_t resume_step) {
   namespace fs = std::filesystem;
   // Through a symlink to its target (the cut-back's rename must replace the target, not the link).
+  const std::string path = writable_target(requested, "metrics file '" + requested + "'");
+  const fs::path p(path);
   std::error_code ec;
-  fs::path p = requested;
-  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
-    const fs::path next = fs::read_symlink(p, ec);
-    if (ec) break;
-    p = next.is_absolute() ? next : p.parent_path() / next;
-  }
-  const std::string path = p.string();
   path_ = path;
   if (p.has_parent_path()) fs::create_directories(p.parent_path());
   const fs::file_status st = fs::status(p, ec);
-  MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st)) << "metrics file '" << path << "' exists and is not a regular file";
   if (resume_step > 0 && fs::exists(st)) {
     // Cut back atomically: the kept records go to a temporary file renamed over the old one.
     const std::string kept = records_up_to(path, resume_step), tmp = path + ".tmp." + std::to_string(::getpid());

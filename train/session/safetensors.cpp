@@ -1,6 +1,8 @@
 // safetensors reading (validated) and atomic writing (see safetensors.h, docs/FORMATS.md).
 #include "train/session/safetensors.h"
 
+#include "train/config/files.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <zlib.h>
@@ -17,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 namespace mnemo {
@@ -320,30 +323,6 @@ std::string header_text(const std::vector<std::pair<std::string, TensorView>>& t
 
 }  // namespace
 
-// Where a save to `path` goes: through a symlink to its target; a target that exists must be a
-// regular file (a device, FIFO or directory is refused, never replaced).
-std::string save_target(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path target = path;
-  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {  // the link's target, even dangling
-    MNEMO_CHECK(hops < 40) << Where{path} << ": too many levels of symbolic links";
-    // Only our own (or root's) links are followed: another user's link in a shared directory
-    // must not redirect the save into our files.
-    struct stat lst {};
-    MNEMO_CHECK(::lstat(target.c_str(), &lst) == 0 && (lst.st_uid == ::geteuid() || lst.st_uid == 0))
-        << Where{path} << ": '" << target.string() << "' is a symlink owned by another user; refusing to follow it";
-    const fs::path next = fs::read_symlink(target, ec);
-    MNEMO_CHECK(!ec) << Where{path} << ": cannot read the symlink: " << ec.message();
-    target = next.is_absolute() ? next : target.parent_path() / next;
-  }
-  const fs::file_status st = fs::status(target, ec);
-  MNEMO_CHECK(!fs::exists(st) || fs::is_regular_file(st))
-      << Where{path} << ": " << (target.string() == path ? "it" : "its target '" + target.string() + "'")
-      << " exists and is not a regular file; refusing to replace it";
-  return target.string();
-}
-
 // Removes `<name>.tmp.<pid>` files next to `path` left by processes that no longer exist (a save
 // killed between creating and renaming its temporary file).
 void remove_stale_temporaries(const std::string& path) {
@@ -369,7 +348,9 @@ void remove_stale_temporaries(const std::string& path) {
 
 void write_safetensors(const std::string& requested, const std::vector<std::pair<std::string, TensorView>>& tensors,
                        const std::map<std::string, std::string>& user_metadata) {
-  const std::string path = save_target(requested);
+  std::ostringstream what;
+  what << Where{requested};
+  const std::string path = writable_target(requested, what.str());
   std::map<std::string, std::string> metadata = user_metadata;
   for (const auto& [name, v] : tensors) metadata[kChecksumPrefix + name] = crc32_hex(v.data, v.bytes());
   const std::string header = header_text(tensors, metadata, path);
