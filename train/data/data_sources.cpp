@@ -67,7 +67,7 @@ SyntheticSequences::SyntheticSequences(int64_t steps, int64_t features, int64_t 
   MNEMO_CHECK(classes > 1) << "synthetic sequences need at least 2 classes, got " << classes;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, 1.0);
-  MNEMO_CHECK(features <= kMaxTemplateValues / classes)
+  MNEMO_CHECK(features <= kMaxTemplateBytes / static_cast<int64_t>(sizeof(double)) / classes)
       << "synthetic sequences: " << classes << " classes of " << features << " features need more than 1 GiB of "
       << "templates (lower data.classes or data.shape)";
   templates_.resize(static_cast<size_t>(classes * features));

@@ -11,12 +11,12 @@ SyntheticImages::SyntheticImages(Shape sample_shape, int64_t classes, uint64_t s
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, 1.0);
   const int64_t per = numel(shape_);
-  MNEMO_CHECK(per <= kMaxTemplateValues / classes)
+  MNEMO_CHECK(per <= kMaxTemplateBytes / static_cast<int64_t>(sizeof(float)) / classes)
       << "synthetic data: " << classes << " classes of shape " << shape_str(shape_) << " need "
-      << static_cast<double>(per) * static_cast<double>(classes) * 8 / (1 << 20)
+      << static_cast<double>(per) * static_cast<double>(classes) * sizeof(float) / (1 << 20)
       << " MiB of class templates; the limit is 1 GiB (lower data.classes or data.shape)";
   templates_.resize(static_cast<size_t>(classes * per));
-  for (double& v : templates_) v = d(rng);
+  for (float& v : templates_) v = static_cast<float>(d(rng));
 }
 
 void SyntheticImages::batch(int64_t step, Tensor& data, Tensor& labels) const {
@@ -31,7 +31,7 @@ void SyntheticImages::batch(int64_t step, Tensor& data, Tensor& labels) const {
     labels.as<int32_t>()[i] = static_cast<int32_t>(k);
     dispatch_float(data.dtype(), "synthetic data", [&]<class T>() {
       T* x = data.as<T>() + i * per;
-      for (int64_t j = 0; j < per; ++j) x[j] = static_cast<T>(templates_[k * per + j] + d(rng));
+      for (int64_t j = 0; j < per; ++j) x[j] = static_cast<T>(static_cast<double>(templates_[k * per + j]) + d(rng));
     });
   }
 }

@@ -5,8 +5,9 @@
 
 namespace mnemo {
 
-// Class templates of synthetic data are held in memory (float64): at most 1 GiB of them.
-constexpr int64_t kMaxTemplateValues = (int64_t{1} << 30) / 8;
+// Class templates of synthetic data are held in memory: at most 1 GiB of them (images keep theirs
+// in float32, so 1000 ImageNet-sized classes fit; sequences in float64).
+constexpr int64_t kMaxTemplateBytes = int64_t{1} << 30;
 
 
 class SyntheticImages {
@@ -20,7 +21,7 @@ class SyntheticImages {
   int64_t classes_;
   uint64_t seed_;
   double noise_;
-  std::vector<double> templates_;  // [classes, numel(sample)]
+  std::vector<float> templates_;  // [classes, numel(sample)]
 };
 
 }  // namespace mnemo
