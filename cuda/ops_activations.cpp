@@ -1,7 +1,8 @@
-// CUDA kernels of ops/activations.cpp: relu, sigmoid, tanh and their backward ops (in place
+// CUDA kernels of ops/activations.cpp: relu, sigmoid, tanh, clip and their backward ops (in place
 // allowed: x -> y, dy -> dx).
 #include "cuda/context.h"
 #include "cuda/kernels/activations.h"
+#include "ops/activations.h"
 
 namespace mnemo::cuda {
 namespace {
@@ -17,6 +18,18 @@ void backward(const KernelContext& c) {  // in: y, dy  out: dx
                       c.out[0].numel());
 }
 
+void clip(const KernelContext& c) {  // in: x  out: y
+  const ops::ClipParams& p = c.p<ops::ClipParams>();
+  clip_forward(context_of(c).stream, c.in[0].as<float>(), c.out[0].as<float>(), c.out[0].numel(),
+               static_cast<float>(p.lo), static_cast<float>(p.hi));
+}
+
+void clip_grad(const KernelContext& c) {  // in: y, dy  out: dx
+  const ops::ClipParams& p = c.p<ops::ClipParams>();
+  clip_backward(context_of(c).stream, c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(),
+                c.out[0].numel(), static_cast<float>(p.lo), static_cast<float>(p.hi));
+}
+
 }  // namespace
 }  // namespace mnemo::cuda
 
@@ -28,4 +41,6 @@ MNEMO_REGISTER_CUDA_OPS(activations) {
   table.add("sigmoid_grad", {backward<Activation::sigmoid>});
   table.add("tanh", {forward<Activation::tanh>});
   table.add("tanh_grad", {backward<Activation::tanh>});
+  table.add("clip", {clip});
+  table.add("clip_grad", {clip_grad});
 }

@@ -1,5 +1,5 @@
 // CUDA kernels of the conv2d ops (ops/conv2d.cpp, ops/conv2d_grad.cpp) through cuDNN's legacy API,
-// NCHW float32, cross-correlation, no groups:
+// NCHW float32, cross-correlation, grouped (cudnnSetConvolutionGroupCount) where attr groups > 1:
 //   conv2d(x, w [, b])          cudnnConvolutionForward (+ cudnnAddTensor for the bias)
 //   conv2d_grad_data(dy, w)     cudnnConvolutionBackwardData
 //   conv2d_grad_weight(dy, x)   cudnnConvolutionBackwardFilter
@@ -169,6 +169,8 @@ PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType
                                                     to_int(p.sw, pass, "stride"), to_int(p.dh, pass, "dilation"),
                                                     to_int(p.dw, pass, "dilation"), CUDNN_CROSS_CORRELATION,
                                                     CUDNN_DATA_FLOAT));
+  // Grouped: the filter is [K, C/G, R, S], as mnemo's w.
+  if (p.groups != 1) MNEMO_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv, to_int(p.groups, pass, "groups")));
   MNEMO_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, CUDNN_FMA_MATH));
   int n = 0, k = 0, oh = 0, ow = 0;
   MNEMO_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &k, &oh, &ow));
@@ -193,7 +195,7 @@ const PlanPtr& plan_of(Context& ctx, Pass pass, const TensorType& x, const Tenso
       key += ',';
     }
   }
-  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) {
+  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups}) {
     key += '/';
     key += std::to_string(v);
   }

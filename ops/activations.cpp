@@ -4,7 +4,13 @@
 //            (NaN propagates as in PyTorch: relu(NaN) = NaN, and its gradient passes dy through)
 //   sigmoid: y = 1 / (1 + e^-x)     sigmoid_grad(y, dy): dx = dy * y * (1 - y)
 //   tanh:    y = tanh(x)            tanh_grad(y, dy):    dx = dy * (1 - y^2)
+//   clip{min, max}: y = min(max(x, min), max) (PyTorch's hardtanh; relu6 is clip{0, 6}; NaN propagates)
+//            clip_grad{min, max}(y, dy): dx = (y <= min || y >= max) ? 0 : dy, i.e. zero where x was
+//            clipped or on the bounds, as hardtanh_backward (y reaches a bound exactly when x does)
 // All run in place (x -> y, dy -> dx).
+#include <limits>
+
+#include "ops/activations.h"
 #include "ops/common.h"
 
 namespace mnemo::ops {
@@ -85,6 +91,82 @@ void register_activation(OpRegistry& registry, const std::string& name, const st
   }
 }
 
+ClipParams parse_clip(AttrReader& r) {
+  ClipParams p;
+  p.lo = r.get_float("min", -std::numeric_limits<double>::infinity());
+  p.hi = r.get_float("max", std::numeric_limits<double>::infinity());
+  MNEMO_CHECK(!std::isnan(p.lo) && !std::isnan(p.hi) && p.lo < p.hi)
+      << "clip needs min < max, got min " << p.lo << ", max " << p.hi;
+  return p;
+}
+
+template <class T>
+T clip_f(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }  // NaN -> NaN
+template <class T>
+T clip_df(T y, T dy, T lo, T hi) { return (y <= lo || y >= hi) ? T(0) : dy; }
+
+void clip_cpu(const KernelContext& c) {
+  const ClipParams& p = c.p<ClipParams>();
+  dispatch_float(c.in[0].dtype(), "clip", [&]<class T>() {
+    const T* x = c.in[0].as<T>();
+    T* y = c.out[0].as<T>();
+    const T lo = static_cast<T>(p.lo), hi = static_cast<T>(p.hi);
+    parallel_range(c.out[0].numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = clip_f(x[i], lo, hi);
+    });
+  });
+}
+
+void clip_grad_cpu(const KernelContext& c) {  // in: y, dy  out: dx
+  const ClipParams& p = c.p<ClipParams>();
+  dispatch_float(c.in[0].dtype(), "clip_grad", [&]<class T>() {
+    const T* y = c.in[0].as<T>();
+    const T* dy = c.in[1].as<T>();
+    T* dx = c.out[0].as<T>();
+    const T lo = static_cast<T>(p.lo), hi = static_cast<T>(p.hi);
+    parallel_range(c.out[0].numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dx[i] = clip_df(y[i], dy[i], lo, hi);
+    });
+  });
+}
+
+void register_clip(OpRegistry& registry) {
+  const Attrs sample_attrs{{"min", -0.5}, {"max", 0.75}};
+  {
+    OpDef d;
+    d.name = "clip";
+    d.doc = "y = min(max(x, min), max); attrs min, max (defaults -inf, inf; relu6 is min 0, max 6)";
+    d.min_inputs = d.max_inputs = 1;
+    d.parse = parse_with(parse_clip, "clip");
+    d.infer = infer_like_input();
+    d.grad = [](Graph& g, const GradContext& c) -> std::vector<std::optional<EntryRef>> {
+      const ClipParams& p = c.p<ClipParams>();
+      return {g.add1("clip_grad", {c.outputs[0], *c.dout[0]}, {{"min", p.lo}, {"max", p.hi}})};
+    };
+    d.inplace = {{0, 0}};
+    d.traits.elementwise = true;
+    d.traits.cheap_recompute = true;
+    d.cost = elementwise_cost(2);
+    d.cpu = clip_cpu;
+    d.sample = OpSample{sample_attrs, {TensorType{DType::f32, {3, 4, 5}}}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "clip_grad";
+    d.doc = "backward of clip: dx = dy where min < y < max, else 0; attrs as clip";
+    d.min_inputs = d.max_inputs = 2;
+    d.parse = parse_with(parse_clip, "clip_grad");
+    d.infer = infer_like_input();
+    d.inplace = {{1, 0}};
+    d.traits.elementwise = true;
+    d.cost = elementwise_cost(2);
+    d.cpu = clip_grad_cpu;
+    d.sample = OpSample{sample_attrs, {TensorType{DType::f32, {3, 4, 5}}, TensorType{DType::f32, {3, 4, 5}}}};
+    registry.add(std::move(d));
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::ops
 
@@ -93,4 +175,5 @@ MNEMO_REGISTER_OPS(activations) {
   register_activation<Relu>(registry, "relu", "y = max(x, 0)", 1);
   register_activation<Sigmoid>(registry, "sigmoid", "y = 1 / (1 + exp(-x))", 4);
   register_activation<Tanh>(registry, "tanh", "y = tanh(x)", 4);
+  register_clip(registry);
 }

@@ -1,9 +1,11 @@
-// 2-D convolution (cross-correlation, no groups), forward, and the oneDNN driver shared with the
-// backward ops in ops/conv2d_grad.cpp.
-//   conv2d(x[N,C,H,W], w[K,C,R,S] [, b[K]]) -> y[N,K,P,Q]
-//   y[n,k,p,q] = b[k] + sum_{c,r,s} w[k,c,r,s] * x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw]
-//   (x is 0 outside [0,H) x [0,W)),  P = (H + 2ph - dh*(R-1) - 1)/sh + 1,  Q alike with W, S.
-// attrs: stride, padding, dilation (an int or [h,w]; defaults 1, 0, 1);
+// 2-D convolution (cross-correlation, optionally grouped), forward, and the oneDNN driver shared
+// with the backward ops in ops/conv2d_grad.cpp.
+//   conv2d(x[N,C,H,W], w[K,C/G,R,S] [, b[K]]) -> y[N,K,P,Q]
+//   y[n,k,p,q] = b[k] + sum_{c,r,s} w[k,c,r,s] * x[n, g(k)*C/G + c, p*sh - ph + r*dh, q*sw - pw + s*dw]
+//   (x is 0 outside [0,H) x [0,W); g(k) = k / (K/G) is k's group),
+//   P = (H + 2ph - dh*(R-1) - 1)/sh + 1,  Q alike with W, S.
+// attrs: stride, padding, dilation (an int or [h,w]; defaults 1, 0, 1); groups G (default 1; G = C:
+//        depthwise, as PyTorch's Conv2d(groups=C));
 //        algo "auto" | "im2col" | "winograd" (ops/conv2d.h says what each runs).
 // Backward (conv2d_grad.cpp) reads x and w, never y: dx = conv2d_grad_data(dy, w),
 // dw = conv2d_grad_weight(dy, x), db = conv2d_grad_bias(dy).
@@ -23,6 +25,8 @@ Params parse_common(AttrReader& r) {
   Params p;
   auto st = r.get_ints_n("stride", 2, 1), pad = r.get_ints_n("padding", 2, 0), dil = r.get_ints_n("dilation", 2, 1);
   p.sh = st[0], p.sw = st[1], p.ph = pad[0], p.pw = pad[1], p.dh = dil[0], p.dw = dil[1];
+  p.groups = r.get_int("groups", 1);
+  MNEMO_CHECK(p.groups >= 1 && p.groups <= kMaxConvDim) << "groups must be in [1, 2^24], got " << p.groups;
   MNEMO_CHECK(p.sh >= 1 && p.sw >= 1) << "stride must be >= 1, got [" << p.sh << "," << p.sw << "]";
   MNEMO_CHECK(p.ph >= 0 && p.pw >= 0) << "padding must be >= 0, got [" << p.ph << "," << p.pw << "]";
   MNEMO_CHECK(p.dh >= 1 && p.dw >= 1) << "dilation must be >= 1, got [" << p.dh << "," << p.dw << "]";
@@ -39,6 +43,7 @@ Attrs common_attrs(const Params& p) {
   Attrs a{{"stride", std::vector<int64_t>{p.sh, p.sw}},
           {"padding", std::vector<int64_t>{p.ph, p.pw}},
           {"dilation", std::vector<int64_t>{p.dh, p.dw}}};
+  if (p.groups != 1) a["groups"] = p.groups;
   if (p.algo != Algo::automatic) a["algo"] = std::string(p.algo == Algo::im2col ? "im2col" : "winograd");
   return a;
 }
@@ -56,16 +61,18 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
   for (int64_t d : {N, C, H, W, K, R, S})
     MNEMO_CHECK(d <= kMaxConvDim) << op << ": dimension " << d << " is larger than 2^24 (N=" << N << " C=" << C << " H=" << H
                                   << " W=" << W << " K=" << K << " R=" << R << " S=" << S << ")";
+  MNEMO_CHECK(C % p.groups == 0 && K % p.groups == 0)
+      << op << ": groups " << p.groups << " must divide the input channels C=" << C << " and the output channels K=" << K;
   const int64_t eh = p.dh * (R - 1) + 1, ew = p.dw * (S - 1) + 1;  // dilated kernel extent
   MNEMO_CHECK(eh <= H + 2 * p.ph && ew <= W + 2 * p.pw)
       << op << ": kernel " << R << "x" << S << " (dilated extent " << eh << "x" << ew
       << ") is larger than the padded input " << H + 2 * p.ph << "x" << W + 2 * p.pw << " (input " << H << "x" << W
       << ", padding [" << p.ph << "," << p.pw << "])";
   Geom g{N, C, H, W, K, R, S, (H + 2 * p.ph - eh) / p.sh + 1, (W + 2 * p.pw - ew) / p.sw + 1,
-         p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
+         p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups};
   // oneDNN and cuDNN index tensors with 32-bit integers.
-  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"x", numel({N, C, H, W})}, {"w", numel({K, C, R, S})},
-                                {"y", numel({N, K, g.P, g.Q})}, {"im2col columns", numel({C, R, S, g.P, g.Q})}})
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"x", numel({N, C, H, W})}, {"w", numel({K, C / p.groups, R, S})},
+                                {"y", numel({N, K, g.P, g.Q})}, {"im2col columns", numel({C / p.groups, R, S, g.P, g.Q})}})
     MNEMO_CHECK(n <= INT32_MAX) << op << ": " << what << " would have " << n << " elements; convolutions are limited to 2^31 - 1"
                                 << " per tensor (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << ")";
   return g;
@@ -114,7 +121,9 @@ Operand operand(int arg, const memory::desc& user, const memory::desc& inner) {
 }
 
 std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::algorithm alg) {
-  const memory::dims xd{g.N, g.C, g.H, g.W}, wd{g.K, g.C, g.R, g.S}, yd{g.N, g.K, g.P, g.Q};
+  // Grouped weights are [G, K/G, C/G, R, S] to oneDNN (goihw: the same bytes as mnemo's [K, C/G, R, S]).
+  const memory::dims xd{g.N, g.C, g.H, g.W}, yd{g.N, g.K, g.P, g.Q};
+  const memory::dims wd = g.G == 1 ? memory::dims{g.K, g.C, g.R, g.S} : memory::dims{g.G, g.Kg(), g.Cg(), g.R, g.S};
   const memory::dims st{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   const auto f32 = memory::data_type::f32;
   auto any = [&](const memory::dims& d) { return memory::desc(d, f32, Tag::any); };
@@ -125,7 +134,7 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
       {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, engine());
 
   auto e = std::make_shared<OnednnConv>();
-  const memory::desc xu(xd, f32, Tag::nchw), wu(wd, f32, Tag::oihw), yu(yd, f32, Tag::nchw);
+  const memory::desc xu(xd, f32, Tag::nchw), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, Tag::nchw);
   if (pass == Pass::forward) {
     dnnl::convolution_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, attr, engine());
@@ -251,8 +260,9 @@ Geom forward_geom(const Params& p, const TensorType& x, const TensorType& w, con
   require_4d(x, "x", "conv2d");
   require_4d(w, "w", "conv2d");
   MNEMO_CHECK(x.dtype == w.dtype) << "conv2d: x and w must have the same dtype, got " << x.str() << " and " << w.str();
-  MNEMO_CHECK(x.shape[1] == w.shape[1]) << "conv2d: x " << x.str() << " has C=" << x.shape[1]
-                                        << " channels but w [K,C,R,S] " << w.str() << " expects C=" << w.shape[1];
+  MNEMO_CHECK(x.shape[1] == w.shape[1] * p.groups)
+      << "conv2d: x " << x.str() << " has C=" << x.shape[1] << " channels but w [K,C/G,R,S] " << w.str()
+      << " with groups G=" << p.groups << " expects C=" << w.shape[1] * p.groups;
   if (b) {
     MNEMO_CHECK(b->dtype == x.dtype && b->shape == Shape{w.shape[0]})
         << "conv2d: bias must be " << TensorType{x.dtype, {w.shape[0]}}.str() << " (K of w), got " << b->str();
@@ -268,7 +278,7 @@ std::vector<TensorType> infer_conv2d(const void* params, std::span<const TensorT
   return {TensorType{in[0].dtype, {g.N, g.K, g.P, g.Q}}};
 }
 
-// im2col path: one col buffer [CRS, PQ] per thread (none for pointwise kernels).
+// im2col path: one col buffer [CRS, PQ] (one group's) per thread (none for pointwise kernels).
 int64_t forward_col_elems(const Geom& g) { return is_pointwise(g) ? 0 : g.CRS() * g.PQ(); }
 
 Prepared prepare_conv2d(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
@@ -280,17 +290,19 @@ Prepared prepare_conv2d(const void* params, std::span<const TensorType> in, std:
 
 template <class T>
 void forward_im2col(const Geom& g, const T* x, const T* w, const T* b, T* y, T* ws, size_t ws_bytes) {
-  const int64_t per = forward_col_elems(g), CRS = g.CRS(), PQ = g.PQ();
+  const Geom gg = g.group();
+  const int64_t per = forward_col_elems(g), CRS = g.CRS(), PQ = g.PQ(), Kg = g.Kg();
   const int64_t slots = per ? static_cast<int64_t>(ws_bytes / (per * sizeof(T))) : g.N;
   MNEMO_CHECK(slots >= 1) << "conv2d: workspace of " << ws_bytes << " bytes, needs " << per * sizeof(T);
-  const ConstMatMap<T> wm(w, g.K, CRS);
   for_each_image(g.N, batch_threads(g.N, slots), [&](int64_t n, int64_t t, bool) {
-    const T* xn = x + n * g.C * g.H * g.W;
     T* col = ws + t * per;
-    if (per) im2col(g, xn, col);
-    MatMap<T> yn(y + n * g.K * PQ, g.K, PQ);
-    yn.noalias() = wm * ConstMatMap<T>(per ? col : xn, CRS, PQ);
-    if (b) yn.colwise() += ConstVecMap<T>(b, g.K);
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const T* xn = x + (n * g.C + gi * gg.C) * g.H * g.W;
+      if (per) im2col(gg, xn, col);
+      MatMap<T> yn(y + (n * g.K + gi * Kg) * PQ, Kg, PQ);
+      yn.noalias() = ConstMatMap<T>(w + gi * Kg * CRS, Kg, CRS) * ConstMatMap<T>(per ? col : xn, CRS, PQ);
+      if (b) yn.colwise() += ConstVecMap<T>(b + gi * Kg, Kg);
+    }
   });
 }
 
@@ -333,7 +345,7 @@ MNEMO_REGISTER_OPS(conv2d) {
   using namespace mnemo::ops::conv;
   OpDef d;
   d.name = "conv2d";
-  d.doc = "y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ b[K]); attrs stride, padding, dilation";
+  d.doc = "y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C/G,R,S]) (+ b[K]); attrs stride, padding, dilation, groups G";
   d.min_inputs = 2;
   d.max_inputs = 3;
   d.parse = parse_with(parse_conv2d, "conv2d");
@@ -344,8 +356,11 @@ MNEMO_REGISTER_OPS(conv2d) {
   };
   d.prepare = prepare_conv2d;
   d.cpu = conv2d_cpu;
-  d.sample = OpSample{{{"stride", std::vector<int64_t>{2, 1}}, {"padding", int64_t{1}}, {"dilation", std::vector<int64_t>{1, 2}}},
-                      {TensorType{DType::f32, {2, 3, 6, 5}}, TensorType{DType::f32, {4, 3, 3, 2}},
-                       TensorType{DType::f32, {4}}}};
+  // Grouped (G = 2) with an asymmetric kernel, stride and dilation: the registry's tests (gradient
+  // check, float32 vs float64, in place, GPU parity) cover groups; tests/ops/conv2d_test.cpp the rest.
+  d.sample = OpSample{{{"stride", std::vector<int64_t>{2, 1}}, {"padding", int64_t{1}}, {"dilation", std::vector<int64_t>{1, 2}},
+                       {"groups", int64_t{2}}},
+                      {TensorType{DType::f32, {2, 4, 6, 5}}, TensorType{DType::f32, {6, 2, 3, 2}},
+                       TensorType{DType::f32, {6}}}};
   registry.add(std::move(d));
 }

@@ -1,6 +1,8 @@
 // Shared by ops/conv2d.cpp (forward) and ops/conv2d_grad.cpp (the three backward ops): the conv
 // params, the geometry check, the im2col/col2im loops, and the oneDNN float32 driver.
-// Shape letters: x[N,C,H,W], w[K,C,R,S], y[N,K,P,Q], P = (H + 2ph - dh*(R-1) - 1)/sh + 1 (Q alike).
+// Shape letters: x[N,C,H,W], w[K,C/G,R,S], y[N,K,P,Q], P = (H + 2ph - dh*(R-1) - 1)/sh + 1 (Q alike);
+// G groups (attr `groups`, default 1): output channels [k*K/G, (k+1)*K/G) read input channels
+// [k*C/G, (k+1)*C/G) only (G = C = K: depthwise).
 #pragma once
 #include <algorithm>
 #include <cstring>
@@ -23,25 +25,37 @@ enum class Algo : uint8_t { automatic, im2col, winograd };
 
 struct Params {
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t groups = 1;
   int64_t in_h = -1, in_w = -1;  // conv2d_grad_data: input_hw
   int64_t kr = -1, ks = -1;      // conv2d_grad_weight: kernel
   Algo algo = Algo::automatic;
 };
 
-// Reads stride, padding, dilation and algo (the attributes every conv op has).
+// Reads stride, padding, dilation, groups and algo (the attributes every conv op has).
 Params parse_common(AttrReader& r);
 // The attributes of the backward nodes built from forward params p (input_hw / kernel added by the caller).
 Attrs common_attrs(const Params& p);
 
+// C and K count all channels; each group's GEMM is [K/G, CRS()] x [CRS(), PQ()].
 struct Geom {
   int64_t N, C, H, W, K, R, S, P, Q;
   int64_t sh, sw, ph, pw, dh, dw;
-  int64_t CRS() const { return C * R * S; }
+  int64_t G = 1;
+  int64_t Cg() const { return C / G; }
+  int64_t Kg() const { return K / G; }
+  int64_t CRS() const { return Cg() * R * S; }  // one group's im2col rows
   int64_t PQ() const { return P * Q; }
-  double flops() const { return 2.0 * N * K * C * R * S * P * Q; }
+  double flops() const { return 2.0 * N * K * Cg() * R * S * P * Q; }
+  // One group as its own convolution (C/G input and K/G output channels, G = 1): what the im2col
+  // loops run per group, on x + g*(C/G)*H*W, w + g*(K/G)*CRS() and y + g*(K/G)*PQ().
+  Geom group() const {
+    Geom g = *this;
+    g.C = Cg(), g.K = Kg(), g.G = 1;
+    return g;
+  }
 };
 
-// Computes P, Q and checks them (>= 1); `op` names the op in errors.
+// Computes P, Q and checks them (>= 1) and that G divides C and K; `op` names the op in errors.
 Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
                const char* op);
 // Requires a rank-4 float tensor; `what` names it in errors.

@@ -1,8 +1,9 @@
-// Backward ops of conv2d (ops/conv2d.cpp builds them in its grad; maths and letters there).
-//   conv2d_grad_data(dy[N,K,P,Q], w[K,C,R,S]) -> dx[N,C,H,W]
+// Backward ops of conv2d (ops/conv2d.cpp builds them in its grad; maths and letters there; with
+// groups G, w is [K,C/G,R,S] and output channel k reads only its group's input channels).
+//   conv2d_grad_data(dy[N,K,P,Q], w[K,C/G,R,S]) -> dx[N,C,H,W]
 //       dx[n,c,h,w] = sum over (k,r,s,p,q) with h = p*sh - ph + r*dh, w = q*sw - pw + s*dw of dy[n,k,p,q] w[k,c,r,s]
 //       attrs stride, padding, dilation, input_hw [H,W] (required: with stride > 1 several H give one P)
-//   conv2d_grad_weight(dy[N,K,P,Q], x[N,C,H,W]) -> dw[K,C,R,S]
+//   conv2d_grad_weight(dy[N,K,P,Q], x[N,C,H,W]) -> dw[K,C/G,R,S]
 //       dw[k,c,r,s] = sum_{n,p,q} dy[n,k,p,q] x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw]
 //       attrs stride, padding, dilation, kernel [R,S] (required)
 //   conv2d_grad_bias(dy[N,K,P,Q]) -> db[K] = sum_{n,p,q} dy[n,k,p,q]
@@ -29,8 +30,8 @@ Geom data_geom(const Params& p, const TensorType& dy, const TensorType& w) {
   MNEMO_CHECK(dy.dtype == w.dtype) << "conv2d_grad_data: dy and w must have the same dtype, got " << dy.str()
                                    << " and " << w.str();
   MNEMO_CHECK(dy.shape[1] == w.shape[0]) << "conv2d_grad_data: dy " << dy.str() << " has K=" << dy.shape[1]
-                                         << " channels but w [K,C,R,S] " << w.str() << " has K=" << w.shape[0];
-  const Geom g = make_geom(p, dy.shape[0], w.shape[1], p.in_h, p.in_w, w.shape[0], w.shape[2], w.shape[3],
+                                         << " channels but w [K,C/G,R,S] " << w.str() << " has K=" << w.shape[0];
+  const Geom g = make_geom(p, dy.shape[0], w.shape[1] * p.groups, p.in_h, p.in_w, w.shape[0], w.shape[2], w.shape[3],
                            "conv2d_grad_data");
   MNEMO_CHECK(g.P == dy.shape[2] && g.Q == dy.shape[3])
       << "conv2d_grad_data: input_hw [" << p.in_h << "," << p.in_w << "] gives output " << g.P << "x" << g.Q
@@ -54,20 +55,23 @@ Prepared prepare_grad_data(const void* params, std::span<const TensorType> in, s
 
 template <class T>
 void grad_data_im2col(const Geom& g, const T* dy, const T* w, T* dx, T* ws, size_t ws_bytes) {
-  const int64_t per = is_pointwise(g) ? 0 : g.CRS() * g.PQ(), CRS = g.CRS(), PQ = g.PQ();
+  const Geom gg = g.group();
+  const int64_t per = is_pointwise(g) ? 0 : g.CRS() * g.PQ(), CRS = g.CRS(), PQ = g.PQ(), Kg = g.Kg();
   const int64_t slots = per ? static_cast<int64_t>(ws_bytes / (per * sizeof(T))) : g.N;
   MNEMO_CHECK(slots >= 1) << "conv2d_grad_data: workspace of " << ws_bytes << " bytes, needs " << per * sizeof(T);
-  const ConstMatMap<T> wm(w, g.K, CRS);
   for_each_image(g.N, batch_threads(g.N, slots), [&](int64_t n, int64_t t, bool) {
-    T* dxn = dx + n * g.C * g.H * g.W;
-    const ConstMatMap<T> dyn(dy + n * g.K * PQ, g.K, PQ);
-    if (!per) {
-      MatMap<T>(dxn, CRS, PQ).noalias() = wm.transpose() * dyn;
-      return;
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      T* dxn = dx + (n * g.C + gi * gg.C) * g.H * g.W;
+      const ConstMatMap<T> wm(w + gi * Kg * CRS, Kg, CRS);
+      const ConstMatMap<T> dyn(dy + (n * g.K + gi * Kg) * PQ, Kg, PQ);
+      if (!per) {
+        MatMap<T>(dxn, CRS, PQ).noalias() = wm.transpose() * dyn;
+        continue;
+      }
+      T* col = ws + t * per;
+      MatMap<T>(col, CRS, PQ).noalias() = wm.transpose() * dyn;
+      col2im(gg, col, dxn);
     }
-    T* col = ws + t * per;
-    MatMap<T>(col, CRS, PQ).noalias() = wm.transpose() * dyn;
-    col2im(g, col, dxn);
   });
 }
 
@@ -110,10 +114,10 @@ Geom weight_geom(const Params& p, const TensorType& dy, const TensorType& x) {
 
 std::vector<TensorType> infer_grad_weight(const void* params, std::span<const TensorType> in) {
   const Geom g = weight_geom(*static_cast<const Params*>(params), in[0], in[1]);
-  return {TensorType{in[0].dtype, {g.K, g.C, g.R, g.S}}};
+  return {TensorType{in[0].dtype, {g.K, g.Cg(), g.R, g.S}}};
 }
 
-// im2col path, per thread slot: a col buffer [CRS, PQ] and a partial dw [K, CRS].
+// im2col path, per thread slot: a col buffer [CRS, PQ] (one group's) and a partial dw [K, CRS].
 int64_t weight_slot_elems(const Geom& g) { return (is_pointwise(g) ? 0 : g.CRS() * g.PQ()) + g.K * g.CRS(); }
 
 Prepared prepare_grad_weight(const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
@@ -128,18 +132,24 @@ void grad_weight_im2col(const Geom& g, const T* dy, const T* x, T* dw, T* ws, si
   const int64_t per = weight_slot_elems(g), col_elems = per - g.K * g.CRS(), CRS = g.CRS(), PQ = g.PQ();
   const int64_t slots = static_cast<int64_t>(ws_bytes / (per * sizeof(T)));
   MNEMO_CHECK(slots >= 1) << "conv2d_grad_weight: workspace of " << ws_bytes << " bytes, needs " << per * sizeof(T);
-  // Slot t sums its contiguous images in order into its partial (slot 0: dw itself).
+  const Geom gg = g.group();
+  const int64_t Kg = g.Kg();
+  // Slot t sums its contiguous images in order into its partial (slot 0: dw itself); group gi's
+  // rows of the partial are [gi*K/G, (gi+1)*K/G).
   const int64_t used = for_each_image(g.N, batch_threads(g.N, slots), [&](int64_t n, int64_t t, bool first) {
     T* slot = ws + t * per;
-    MatMap<T> part(t == 0 ? dw : slot + col_elems, g.K, CRS);
-    const T* xn = x + n * g.C * g.H * g.W;
-    if (col_elems) im2col(g, xn, slot);
-    const ConstMatMap<T> col(col_elems ? slot : xn, CRS, PQ);
-    const ConstMatMap<T> dyn(dy + n * g.K * PQ, g.K, PQ);
-    if (first)
-      part.noalias() = dyn * col.transpose();
-    else
-      part.noalias() += dyn * col.transpose();
+    T* part_base = t == 0 ? dw : slot + col_elems;
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      MatMap<T> part(part_base + gi * Kg * CRS, Kg, CRS);
+      const T* xn = x + (n * g.C + gi * gg.C) * g.H * g.W;
+      if (col_elems) im2col(gg, xn, slot);
+      const ConstMatMap<T> col(col_elems ? slot : xn, CRS, PQ);
+      const ConstMatMap<T> dyn(dy + (n * g.K + gi * Kg) * PQ, Kg, PQ);
+      if (first)
+        part.noalias() = dyn * col.transpose();
+      else
+        part.noalias() += dyn * col.transpose();
+    }
   });
   const int64_t total = g.K * CRS;
   parallel_range(total, [&](int64_t b, int64_t e) {
@@ -201,13 +211,14 @@ Cost conv_cost(const Geom& g, std::span<const TensorType> in, std::span<const Te
 MNEMO_REGISTER_OPS(conv2d_grad) {
   using namespace mnemo;
   using namespace mnemo::ops::conv;
+  // conv2d's sample (grouped, G = 2).
   const Attrs conv_attrs{{"stride", std::vector<int64_t>{2, 1}}, {"padding", int64_t{1}},
-                         {"dilation", std::vector<int64_t>{1, 2}}};
-  const TensorType dy{DType::f32, {2, 4, 3, 5}}, x{DType::f32, {2, 3, 6, 5}}, w{DType::f32, {4, 3, 3, 2}};
+                         {"dilation", std::vector<int64_t>{1, 2}}, {"groups", int64_t{2}}};
+  const TensorType dy{DType::f32, {2, 6, 3, 5}}, x{DType::f32, {2, 4, 6, 5}}, w{DType::f32, {6, 2, 3, 2}};
   {
     OpDef d;
     d.name = "conv2d_grad_data";
-    d.doc = "backward of conv2d: dx[N,C,H,W] from (dy[N,K,P,Q], w[K,C,R,S]); attrs as conv2d + input_hw [H,W]";
+    d.doc = "backward of conv2d: dx[N,C,H,W] from (dy[N,K,P,Q], w[K,C/G,R,S]); attrs as conv2d + input_hw [H,W]";
     d.min_inputs = d.max_inputs = 2;
     d.parse = parse_with(parse_grad_data, "conv2d_grad_data");
     d.infer = infer_grad_data;
@@ -224,7 +235,7 @@ MNEMO_REGISTER_OPS(conv2d_grad) {
   {
     OpDef d;
     d.name = "conv2d_grad_weight";
-    d.doc = "backward of conv2d: dw[K,C,R,S] from (dy[N,K,P,Q], x[N,C,H,W]); attrs as conv2d + kernel [R,S]";
+    d.doc = "backward of conv2d: dw[K,C/G,R,S] from (dy[N,K,P,Q], x[N,C,H,W]); attrs as conv2d + kernel [R,S]";
     d.min_inputs = d.max_inputs = 2;
     d.parse = parse_with(parse_grad_weight, "conv2d_grad_weight");
     d.infer = infer_grad_weight;

@@ -1,14 +1,16 @@
 // Spatial pooling of x[N,C,H,W] with an R x S window, stride (sh, sw) and zero padding (ph, pw):
-// output y[N,C,P,Q], P = (H + 2ph - R) / sh + 1, Q = (W + 2pw - S) / sw + 1 (floor). Output (p,q)
-// reads the window rows h = p*sh - ph + r, columns w = q*sw - pw + s, r < R, s < S; padded cells
-// (outside the input) are never read. Padding is at most half the window (as in PyTorch), so every
-// window holds at least one input cell.
+// output y[N,C,P,Q], P = (H + 2ph - R) / sh + 1, Q = (W + 2pw - S) / sw + 1 (floor; with
+// ceil_mode=true rounded up, then one less if the last window would start at or past H + ph, as
+// PyTorch). Output (p,q) reads the window rows h = p*sh - ph + r, columns w = q*sw - pw + s,
+// r < R, s < S; padded cells (outside the input) are never read. Padding is at most half the window
+// (as in PyTorch), so every window holds at least one input cell.
 //   max_pool2d{kernel, stride=kernel, padding=0}(x) -> y = max over the window
 //   max_pool2d_grad{same}(x, y, dy) -> dx: dy(p,q) goes to the window's WINNER, the first cell in
 //       row-major order (r, then s) whose value equals y(p,q), i.e. the first maximal cell (if the
 //       window holds a NaN, y is NaN and the first NaN wins). Overlapping windows accumulate.
-//   avg_pool2d{kernel, stride, padding, count_include_pad=true}(x) -> y = window sum / divisor,
-//       divisor = R*S (count_include_pad) or the number of input cells in the window
+//   avg_pool2d{kernel, stride, padding, count_include_pad=true, ceil_mode=false}(x) -> y = window
+//       sum / divisor, divisor = the window's cells inside the padded input [-ph, H+ph) x [-pw, W+pw)
+//       (count_include_pad: R*S unless a ceil_mode window overhangs) or the input cells in it
 //   avg_pool2d_grad{same, input_hw=[H,W]}(dy) -> dx: each window cell gets dy(p,q) / divisor
 //   global_avg_pool(x) -> y[N,C] = mean over H,W;  global_avg_pool_grad{input_hw}(dy) -> dx = dy/(H*W)
 // Kernels run one (n,c) plane per task; every sum has a fixed order (bitwise reproducible).
@@ -31,6 +33,7 @@ PoolParams read_window(AttrReader& r) {
   p.r = k[0], p.s = k[1];
   p.sh = st[0] == kMissing ? p.r : st[0], p.sw = st[1] == kMissing ? p.s : st[1];
   p.ph = pad[0], p.pw = pad[1];
+  p.ceil_mode = r.get_bool("ceil_mode", false);
   MNEMO_CHECK(p.r >= 1 && p.s >= 1) << "kernel must be >= 1, got [" << p.r << "," << p.s << "]";
   for (int64_t v : {p.r, p.s, p.sh, p.sw, p.ph, p.pw})
     MNEMO_CHECK(v <= (int64_t{1} << 24)) << "kernel, stride and padding must be at most 2^24, got " << v;
@@ -69,12 +72,19 @@ void check_nchw(const TensorType& t, const char* what) {
   MNEMO_CHECK(t.shape.size() == 4) << what << " must be [N,C,H,W], got " << t.str();
 }
 
+// Outputs along one axis of extent `in` (PyTorch's pooling_output_shape).
+int64_t pooled_size(int64_t in, int64_t k, int64_t st, int64_t pad, bool ceil_mode) {
+  int64_t out = (in + 2 * pad - k + (ceil_mode ? st - 1 : 0)) / st + 1;
+  if (ceil_mode && (out - 1) * st >= in + pad) --out;  // the last window must start inside
+  return out;
+}
+
 // y's type for x[N,C,H,W] of dtype `dt`.
 TensorType pooled(const PoolParams& p, DType dt, int64_t n, int64_t c, int64_t h, int64_t w) {
   MNEMO_CHECK(h + 2 * p.ph >= p.r && w + 2 * p.pw >= p.s)
       << "pooling window [" << p.r << "," << p.s << "] is larger than the padded input [" << h + 2 * p.ph << ","
       << w + 2 * p.pw << "] (input [" << h << "," << w << "], padding [" << p.ph << "," << p.pw << "])";
-  return {dt, {n, c, (h + 2 * p.ph - p.r) / p.sh + 1, (w + 2 * p.pw - p.s) / p.sw + 1}};
+  return {dt, {n, c, pooled_size(h, p.r, p.sh, p.ph, p.ceil_mode), pooled_size(w, p.s, p.sw, p.pw, p.ceil_mode)}};
 }
 TensorType pooled(const PoolParams& p, const TensorType& x) {
   return pooled(p, x.dtype, x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
@@ -134,10 +144,11 @@ struct Geometry {
     q1 = std::max(q0, q1);
   }
   double divisor(int64_t pi, int64_t qi) const {
-    if (p.count_include_pad) return static_cast<double>(p.r * p.s);
     int64_t h0, r0, r1, w0, s0, s1;
     rows(pi, h0, r0, r1);
     cols(qi, w0, s0, s1);
+    if (p.count_include_pad)  // the window clipped to the padded input (only ceil_mode windows overhang it)
+      return static_cast<double>((std::min(h0 + p.r, h + p.ph) - h0) * (std::min(w0 + p.s, w + p.pw) - w0));
     return static_cast<double>((r1 - r0) * (s1 - s0));
   }
 };
@@ -364,10 +375,12 @@ OpDef pool_op(const std::string& name, const std::string& doc, int inputs, Parse
 MNEMO_REGISTER_OPS(pooling) {
   using namespace mnemo;
   using namespace mnemo::ops;
-  const Attrs win{{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}};
+  // Samples in ceil_mode with overhanging last windows: H = 8 gives P = 4 (floor) or 5 (ceil; the
+  // last window covers rows 7, 8 = padding, 9 = beyond it), W = 6 gives Q = 3 or 4 (columns 5, 6, 7).
+  const Attrs win{{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}, {"ceil_mode", true}};
   Attrs avg_win = win;
-  avg_win["count_include_pad"] = false;
-  const Shape xs{2, 3, 7, 6}, ys{2, 3, 4, 3};
+  avg_win["count_include_pad"] = true;
+  const Shape xs{2, 3, 8, 6}, ys{2, 3, 5, 4};
 
   OpDef max = pool_op("max_pool2d", "y = max over each window (padded cells never win)", 1,
                       parse_with(parse_max, "max_pool2d"), infer_pool, window_cost(1, -1), pool_forward_cpu<true>,

@@ -47,9 +47,9 @@ bool same_bits(const Tensor& a, const Tensor& b) { return bitwise_equal(a, b); }
 
 struct Window {
   int64_t r, s, sh, sw, ph, pw;
-  Attrs attrs() const {
+  Attrs attrs(bool ceil_mode = false) const {
     return {{"kernel", std::vector<int64_t>{r, s}}, {"stride", std::vector<int64_t>{sh, sw}},
-            {"padding", std::vector<int64_t>{ph, pw}}};
+            {"padding", std::vector<int64_t>{ph, pw}}, {"ceil_mode", ceil_mode}};
   }
 };
 const Window kWindows[] = {{3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}, {3, 3, 1, 1, 1, 1},
@@ -57,13 +57,20 @@ const Window kWindows[] = {{3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 
 // The last one has more than 64 output columns (the CPU's column blocks in avg_pool2d_grad).
 const Shape kShapes[] = {{2, 3, 5, 6}, {1, 2, 7, 7}, {2, 1, 6, 5}, {1, 1, 4, 9}, {1, 2, 3, 150}};
 
-pool::Geom geom(const Window& w, bool include_pad, int64_t h, int64_t wd) {
+// PyTorch's pooling_output_shape (ceil_mode: rounded up, but the last window starts inside).
+int64_t pooled_extent(int64_t in, int64_t k, int64_t st, int64_t pad, bool ceil_mode) {
+  int64_t out = (in + 2 * pad - k + (ceil_mode ? st - 1 : 0)) / st + 1;
+  if (ceil_mode && (out - 1) * st >= in + pad) --out;
+  return out;
+}
+
+pool::Geom geom(const Window& w, bool include_pad, int64_t h, int64_t wd, bool ceil_mode) {
   pool::Geom g;
   g.r = w.r, g.s = w.s, g.sh = w.sh, g.sw = w.sw, g.ph = w.ph, g.pw = w.pw;
   g.count_include_pad = include_pad;
   g.h = h, g.w = wd;
-  g.op = (h + 2 * w.ph - w.r) / w.sh + 1;
-  g.oq = (wd + 2 * w.pw - w.s) / w.sw + 1;
+  g.op = pooled_extent(h, w.r, w.sh, w.ph, ceil_mode);
+  g.oq = pooled_extent(wd, w.s, w.sw, w.pw, ceil_mode);
   return g;
 }
 
@@ -106,23 +113,25 @@ TEST(CudaKernelsMath, MaxPoolMatchesCpuBitwise) {
   uint64_t seed = 1;
   for (const Window& w : kWindows)
     for (const Shape& xs : kShapes)
-      for (int kind = 0; kind < 3; ++kind) {  // random, ties (with zeros of both signs), ties with NaNs
+      for (int kind = 0; kind < 6; ++kind) {  // random, ties (with zeros of both signs), ties with NaNs; floor, ceil
         if (xs[2] + 2 * w.ph < w.r || xs[3] + 2 * w.pw < w.s) continue;
+        const bool ceil_mode = kind >= 3;
         SCOPED_TRACE("window " + std::to_string(w.r) + "x" + std::to_string(w.s) + " stride " +
                      std::to_string(w.sh) + "," + std::to_string(w.sw) + " pad " + std::to_string(w.ph) + "," +
                      std::to_string(w.pw) + " x " + shape_str(xs) + " kind " + std::to_string(kind));
-        const Tensor x = kind == 0 ? uniform(xs, ++seed) : ties(xs, ++seed, kind == 2);
-        const pool::Geom g = geom(w, true, xs[2], xs[3]);
-        const Tensor y = std::move(run("max_pool2d", {&x}, w.attrs())[0]);
+        const Tensor x = kind % 3 == 0 ? uniform(xs, ++seed) : ties(xs, ++seed, kind % 3 == 2);
+        const pool::Geom g = geom(w, true, xs[2], xs[3], ceil_mode);
+        const Tensor y = std::move(run("max_pool2d", {&x}, w.attrs(ceil_mode))[0]);
+        ASSERT_EQ(y.shape(), (Shape{xs[0], xs[1], g.op, g.oq}));
         EXPECT_TRUE(same_bits(host_pool_forward(g, x, true), y));
 
         const Tensor dy = uniform(y.shape(), ++seed);
-        const Tensor dx = std::move(run("max_pool2d_grad", {&x, &y, &dy}, w.attrs())[0]);
+        const Tensor dx = std::move(run("max_pool2d_grad", {&x, &y, &dy}, w.attrs(ceil_mode))[0]);
         EXPECT_TRUE(same_bits(host_max_backward(g, x, y, dy), dx));
 
         // A y that was not computed from x: most windows have no cell equal to y (the fallback).
         const Tensor other = uniform(y.shape(), ++seed);
-        const Tensor dx2 = std::move(run("max_pool2d_grad", {&x, &other, &dy}, w.attrs())[0]);
+        const Tensor dx2 = std::move(run("max_pool2d_grad", {&x, &other, &dy}, w.attrs(ceil_mode))[0]);
         EXPECT_TRUE(same_bits(host_max_backward(g, x, other, dy), dx2));
       }
 }
@@ -131,15 +140,17 @@ TEST(CudaKernelsMath, AvgPoolMatchesCpuBitwise) {
   uint64_t seed = 100;
   for (const Window& w : kWindows)
     for (const Shape& xs : kShapes)
-      for (bool include_pad : {true, false}) {
+      for (int kind = 0; kind < 4; ++kind) {
         if (xs[2] + 2 * w.ph < w.r || xs[3] + 2 * w.pw < w.s) continue;
+        const bool include_pad = kind % 2 == 0, ceil_mode = kind >= 2;
         SCOPED_TRACE("window " + std::to_string(w.r) + "x" + std::to_string(w.s) + " x " + shape_str(xs) +
-                     " include_pad " + std::to_string(include_pad));
-        Attrs a = w.attrs();
+                     " include_pad " + std::to_string(include_pad) + " ceil_mode " + std::to_string(ceil_mode));
+        Attrs a = w.attrs(ceil_mode);
         a["count_include_pad"] = include_pad;
         const Tensor x = uniform(xs, ++seed);
-        const pool::Geom g = geom(w, include_pad, xs[2], xs[3]);
+        const pool::Geom g = geom(w, include_pad, xs[2], xs[3], ceil_mode);
         const Tensor y = std::move(run("avg_pool2d", {&x}, a)[0]);
+        ASSERT_EQ(y.shape(), (Shape{xs[0], xs[1], g.op, g.oq}));
         EXPECT_TRUE(same_bits(host_pool_forward(g, x, false), y));
 
         const Tensor dy = uniform(y.shape(), ++seed);

@@ -38,9 +38,9 @@ TEST(Registry, TraitsAndBackendClaimsAreDeclaredWithTheOps) {
     if (d->traits.updates_state) updates.insert(d->name);
     EXPECT_EQ(!d->updates.empty(), d->traits.updates_state) << d->name << ": in-place state updates need the trait";
   }
-  // drop-bn-relu drops exactly these (Chen et al. Sec. 4.2: BN, ReLU, pooling); the planner reads
-  // the trait, so a new cheap op joins by declaring it.
-  EXPECT_EQ(cheap, (std::set<std::string>{"avg_pool2d", "batch_norm", "global_avg_pool", "max_pool2d", "relu"}));
+  // drop-bn-relu drops exactly these (Chen et al. Sec. 4.2: BN, ReLU and its clipped form relu6,
+  // pooling); the planner reads the trait, so a new cheap op joins by declaring it.
+  EXPECT_EQ(cheap, (std::set<std::string>{"avg_pool2d", "batch_norm", "clip", "global_avg_pool", "max_pool2d", "relu"}));
   EXPECT_EQ(updates, (std::set<std::string>{"assign", "sgd_update"}));
 }
 

@@ -43,7 +43,32 @@ void backward(cudaStream_t stream, const float* y, const float* dy, float* dx, i
   MNEMO_CUDA_LAUNCHED();
 }
 
+__global__ void clip_kernel(const float* x, float* y, int64_t n, float lo, float hi) {
+  MNEMO_GRID_LOOP(i, n) {
+    const float v = x[i];
+    y[i] = v < lo ? lo : (v > hi ? hi : v);
+  }
+}
+__global__ void clip_grad_kernel(const float* y, const float* dy, float* dx, int64_t n, float lo, float hi) {
+  MNEMO_GRID_LOOP(i, n) {
+    const float v = y[i];
+    dx[i] = (v <= lo || v >= hi) ? 0.0f : dy[i];
+  }
+}
+
 }  // namespace
+
+void clip_forward(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi) {
+  if (n <= 0) return;
+  clip_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, lo, hi);
+  MNEMO_CUDA_LAUNCHED();
+}
+
+void clip_backward(cudaStream_t stream, const float* y, const float* dy, float* dx, int64_t n, float lo, float hi) {
+  if (n <= 0) return;
+  clip_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, dy, dx, n, lo, hi);
+  MNEMO_CUDA_LAUNCHED();
+}
 
 void activation_forward(cudaStream_t stream, Activation a, const float* x, float* y, int64_t n) {
   if (n <= 0) return;

@@ -14,5 +14,8 @@ enum class Activation { relu, sigmoid, tanh };
 void activation_forward(cudaStream_t stream, Activation a, const float* x, float* y, int64_t n);
 // dx = f'(y, dy) over n elements (from the forward output y).
 void activation_backward(cudaStream_t stream, Activation a, const float* y, const float* dy, float* dx, int64_t n);
+// clip: y = min(max(x, lo), hi) (NaN propagates); clip_grad: dx = (y <= lo || y >= hi) ? 0 : dy.
+void clip_forward(cudaStream_t stream, const float* x, float* y, int64_t n, float lo, float hi);
+void clip_backward(cudaStream_t stream, const float* y, const float* dy, float* dx, int64_t n, float lo, float hi);
 
 }  // namespace mnemo::cuda

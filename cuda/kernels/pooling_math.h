@@ -42,12 +42,17 @@ MNEMO_HD inline void outputs_containing(int64_t x, int64_t k, int64_t st, int64_
   if (o1 < o0) o1 = o0;
 }
 
-// Divisor of avg pooling output (pi, qi): R*S, or the number of input cells in the window.
+// Divisor of avg pooling output (pi, qi): the window's cells inside the padded input (R*S unless a
+// ceil_mode window overhangs it), or the number of input cells in the window.
 MNEMO_HD inline double avg_divisor(const Geom& g, int64_t pi, int64_t qi) {
-  if (g.count_include_pad) return static_cast<double>(g.r * g.s);
   int64_t h0, r0, r1, w0, s0, s1;
   window_rows(g, pi, h0, r0, r1);
   window_cols(g, qi, w0, s0, s1);
+  if (g.count_include_pad) {
+    const int64_t he = h0 + g.r < g.h + g.ph ? h0 + g.r : g.h + g.ph;
+    const int64_t we = w0 + g.s < g.w + g.pw ? w0 + g.s : g.w + g.pw;
+    return static_cast<double>((he - h0) * (we - w0));
+  }
   return static_cast<double>((r1 - r0) * (s1 - s0));
 }
 

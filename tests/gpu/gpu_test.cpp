@@ -61,20 +61,21 @@ struct Sample {
   std::vector<Tensor> values;
 };
 
-Sample make_sample(const OpDef& d, uint64_t seed) {
+Sample make_sample(const std::string& op, const OpSample& sample, uint64_t seed) {
   Sample s;
   std::vector<EntryRef> in;
-  for (size_t i = 0; i < d.sample->inputs.size(); ++i) {
-    const TensorType& t = d.sample->inputs[i];
+  for (size_t i = 0; i < sample.inputs.size(); ++i) {
+    const TensorType& t = sample.inputs[i];
     in.push_back(s.g.input("x" + std::to_string(i), t));
     Tensor v(t);
     if (is_float(t.dtype)) fill_distinct(v, seed + i);
-    else fill_ints(v, seed + i, d.sample->int_high);
+    else fill_ints(v, seed + i, sample.int_high);
     s.values.push_back(std::move(v));
   }
-  s.node = s.g.add(d.name, in, d.sample->attrs, "op");
+  s.node = s.g.add(op, in, sample.attrs, "op");
   return s;
 }
+Sample make_sample(const OpDef& d, uint64_t seed) { return make_sample(d.name, *d.sample, seed); }
 
 // Runs node s.node's CUDA kernel; `alias`: output j written into input i's buffer.
 std::vector<Tensor> run_on_gpu(const Sample& s, std::optional<InplaceOption> alias = std::nullopt) {
@@ -134,6 +135,39 @@ TEST_P(GpuOp, MatchesCpuWritesEverythingAndIsDeterministic) {
     for (const InplaceOption& o : d.inplace) {
       const std::vector<Tensor> c = run_on_gpu(s, o);
       EXPECT_TRUE(bitwise_equal(c[o.output], a[o.output])) << d.name << " in place " << o.input << "->" << o.output;
+    }
+  }
+}
+
+// Depthwise convolutions (cuDNN's grouped path with G = C) and a grouped 1x7 kernel, every pass,
+// against the CPU kernels; the registry's samples cover G = 2.
+TEST(GpuConv, DepthwiseAndGroupedMatchCpu) {
+  MNEMO_REQUIRE_GPU();
+  auto f32 = [](Shape s) { return TensorType{DType::f32, std::move(s)}; };
+  struct Case { Shape x, w; Attrs a; };
+  const Case cases[] = {
+      {{2, 16, 9, 9}, {16, 1, 3, 3}, {{"stride", int64_t{2}}, {"padding", int64_t{1}}, {"groups", int64_t{16}}}},
+      {{2, 8, 7, 7}, {16, 1, 3, 3}, {{"padding", int64_t{1}}, {"groups", int64_t{8}}}},
+      {{2, 6, 8, 7}, {6, 2, 1, 7}, {{"padding", std::vector<int64_t>{0, 3}}, {"groups", int64_t{3}}}},
+  };
+  for (const Case& c : cases) {
+    const TensorType x = f32(c.x), w = f32(c.w);
+    Graph probe;
+    const TensorType y = probe.type(probe.add1("conv2d", {probe.input("x", x), probe.input("w", w)}, c.a));
+    Attrs ad = c.a, aw = c.a;
+    ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
+    aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
+    const std::pair<std::string, OpSample> runs[] = {{"conv2d", OpSample{c.a, {x, w}}},
+                                                     {"conv2d_grad_data", OpSample{ad, {y, w}}},
+                                                     {"conv2d_grad_weight", OpSample{aw, {y, x}}}};
+    for (const auto& [op, sample] : runs) {
+      const Sample s = make_sample(op, sample, 7);
+      std::vector<std::pair<std::string, const Tensor*>> bind;
+      for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
+      const std::vector<Tensor> cpu = run_graph(s.g, bind, {{s.node, 0}});
+      const std::vector<Tensor> a = run_on_gpu(s), b = run_on_gpu(s);
+      EXPECT_LE(max_rel_diff(a[0], cpu[0]), 2e-5) << op << " x " << x.str() << " w " << w.str();
+      EXPECT_TRUE(bitwise_equal(a[0], b[0])) << op << " differs between two runs";
     }
   }
 }

@@ -1,7 +1,7 @@
 // conv2d and its backward ops against naive float64 loops (ops/conv2d.cpp, ops/conv2d_grad.cpp):
 // every pass on shapes with stride, padding, dilation, non-square kernels and the 1x1 shortcut, in
 // float64 (both algorithms) and float32 (oneDNN and im2col); float32 determinism (also with the
-// buffers at other addresses); clear errors for bad shapes.
+// buffers at other addresses); grouped and depthwise convolutions; clear errors for bad shapes.
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -14,6 +14,10 @@ namespace {
 
 struct Case {
   int64_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw;
+  int64_t G = 1;  // groups: w is [K, C/G, R, S]
+  int64_t Cg() const { return C / G; }
+  // w's index of (output channel k, input channel ch of k's group, r, s).
+  int64_t wi(int64_t k, int64_t ch, int64_t r, int64_t s) const { return ((k * Cg() + ch % Cg()) * R + r) * S + s; }
   int64_t P() const { return (H + 2 * ph - dh * (R - 1) - 1) / sh + 1; }
   int64_t Q() const { return (W + 2 * pw - dw * (S - 1) - 1) / sw + 1; }
 };
@@ -29,24 +33,31 @@ const std::vector<Case> kCases = {
     {2, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1},   // oneDNN blocked layouts
     {3, 32, 9, 10, 32, 3, 3, 2, 2, 1, 1, 1, 1},  // blocked, stride 2
     {2, 16, 10, 9, 32, 3, 3, 1, 1, 2, 2, 2, 2},  // blocked, dilation 2
+    {2, 4, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2},     // 2 groups
+    {2, 8, 7, 7, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8},     // depthwise, stride 2 (MobileNet-v2)
+    {2, 4, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4},     // depthwise with multiplier 2
+    {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32},  // depthwise, oneDNN blocked layouts
+    {2, 8, 5, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1, 2},     // grouped pointwise (no im2col)
+    {1, 6, 8, 7, 6, 1, 7, 1, 1, 0, 3, 1, 1, 3},     // grouped 1x7 (Inception-v3's factorised kernel)
 };
 
 Attrs conv_attrs(const Case& c, const std::string& algo = "auto") {
   Attrs a{{"stride", std::vector<int64_t>{c.sh, c.sw}},
           {"padding", std::vector<int64_t>{c.ph, c.pw}},
           {"dilation", std::vector<int64_t>{c.dh, c.dw}}};
+  if (c.G != 1) a["groups"] = c.G;
   if (algo != "auto") a["algo"] = algo;
   return a;
 }
 
-// Calls f(n,k,p,q,c,r,s,h,w) for every tap that reads inside the input.
+// Calls f(n,k,p,q,c,r,s,h,w) for every tap that reads inside the input (c in k's group).
 template <class F>
 void for_each_tap(const Case& c, F&& f) {
   for (int64_t n = 0; n < c.N; ++n)
     for (int64_t k = 0; k < c.K; ++k)
       for (int64_t p = 0; p < c.P(); ++p)
         for (int64_t q = 0; q < c.Q(); ++q)
-          for (int64_t ch = 0; ch < c.C; ++ch)
+          for (int64_t ch = k / (c.K / c.G) * c.Cg(); ch < (k / (c.K / c.G) + 1) * c.Cg(); ++ch)
             for (int64_t r = 0; r < c.R; ++r)
               for (int64_t s = 0; s < c.S; ++s) {
                 const int64_t h = p * c.sh - c.ph + r * c.dh, w = q * c.sw - c.pw + s * c.dw;
@@ -63,7 +74,7 @@ Tensor ref_conv(const Case& c, const Tensor& x, const Tensor& w, const Tensor* b
       for (int64_t i = 0; i < c.P() * c.Q(); ++i) Y[(n * c.K + k) * c.P() * c.Q() + i] = b ? b->as<double>()[k] : 0.0;
   for_each_tap(c, [&](auto n, auto k, auto p, auto q, auto ch, auto r, auto s, auto h, auto ww) {
     Y[((n * c.K + k) * c.P() + p) * c.Q() + q] +=
-        Wt[((k * c.C + ch) * c.R + r) * c.S + s] * X[((n * c.C + ch) * c.H + h) * c.W + ww];
+        Wt[c.wi(k, ch, r, s)] * X[((n * c.C + ch) * c.H + h) * c.W + ww];
   });
   return y;
 }
@@ -75,18 +86,18 @@ Tensor ref_grad_data(const Case& c, const Tensor& dy, const Tensor& w) {
   const double *DY = dy.as<double>(), *Wt = w.as<double>();
   for_each_tap(c, [&](auto n, auto k, auto p, auto q, auto ch, auto r, auto s, auto h, auto ww) {
     DX[((n * c.C + ch) * c.H + h) * c.W + ww] +=
-        DY[((n * c.K + k) * c.P() + p) * c.Q() + q] * Wt[((k * c.C + ch) * c.R + r) * c.S + s];
+        DY[((n * c.K + k) * c.P() + p) * c.Q() + q] * Wt[c.wi(k, ch, r, s)];
   });
   return dx;
 }
 
 Tensor ref_grad_weight(const Case& c, const Tensor& dy, const Tensor& x) {
-  Tensor dw(DType::f64, {c.K, c.C, c.R, c.S});
+  Tensor dw(DType::f64, {c.K, c.Cg(), c.R, c.S});
   dw.zero();
   double* DW = dw.as<double>();
   const double *DY = dy.as<double>(), *X = x.as<double>();
   for_each_tap(c, [&](auto n, auto k, auto p, auto q, auto ch, auto r, auto s, auto h, auto ww) {
-    DW[((k * c.C + ch) * c.R + r) * c.S + s] +=
+    DW[c.wi(k, ch, r, s)] +=
         DY[((n * c.K + k) * c.P() + p) * c.Q() + q] * X[((n * c.C + ch) * c.H + h) * c.W + ww];
   });
   return dw;
@@ -107,7 +118,7 @@ struct Data {
   Tensor x, w, b, dy;
 };
 Data make_data(const Case& c, uint64_t seed) {
-  Data d{Tensor(DType::f64, {c.N, c.C, c.H, c.W}), Tensor(DType::f64, {c.K, c.C, c.R, c.S}),
+  Data d{Tensor(DType::f64, {c.N, c.C, c.H, c.W}), Tensor(DType::f64, {c.K, c.Cg(), c.R, c.S}),
          Tensor(DType::f64, {c.K}), Tensor(DType::f64, {c.N, c.K, c.P(), c.Q()})};
   fill_distinct(d.x, seed);
   fill_distinct(d.w, seed + 1);
@@ -119,7 +130,7 @@ Data make_data(const Case& c, uint64_t seed) {
 std::string case_str(const Case& c) {
   std::ostringstream os;
   os << "N" << c.N << " C" << c.C << " " << c.H << "x" << c.W << " K" << c.K << " " << c.R << "x" << c.S << " stride "
-     << c.sh << "," << c.sw << " pad " << c.ph << "," << c.pw << " dil " << c.dh << "," << c.dw;
+     << c.sh << "," << c.sw << " pad " << c.ph << "," << c.pw << " dil " << c.dh << "," << c.dw << " groups " << c.G;
   return os.str();
 }
 

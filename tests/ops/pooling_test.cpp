@@ -12,11 +12,21 @@ namespace {
 
 struct Window {
   int64_t r, s, sh, sw, ph, pw;
+  bool ceil_mode = false;
   Attrs attrs() const {
-    return {{"kernel", std::vector<int64_t>{r, s}}, {"stride", std::vector<int64_t>{sh, sw}},
+    Attrs a{{"kernel", std::vector<int64_t>{r, s}}, {"stride", std::vector<int64_t>{sh, sw}},
             {"padding", std::vector<int64_t>{ph, pw}}};
+    if (ceil_mode) a["ceil_mode"] = true;
+    return a;
   }
 };
+// PyTorch's pooling_output_shape: floor, or ceil with the last window starting inside the input or
+// its left padding.
+int64_t extent(int64_t in, int64_t k, int64_t st, int64_t pad, bool ceil_mode) {
+  int64_t out = (in + 2 * pad - k + (ceil_mode ? st - 1 : 0)) / st + 1;
+  if (ceil_mode && (out - 1) * st >= in + pad) --out;
+  return out;
+}
 // kernel 3 stride 2 padding 1 (overlapping), kernel 2 stride 2, and an asymmetric overlapping one.
 const Window kWindows[] = {{3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
 const Shape kShapes[] = {{2, 3, 5, 6}, {3, 3, 7, 7}, {2, 3, 6, 5}};
@@ -26,8 +36,8 @@ struct Naive {
   Window w;
   int64_t N, C, H, W, P, Q;
   Naive(const Window& win, const Shape& x)
-      : w(win), N(x[0]), C(x[1]), H(x[2]), W(x[3]), P((H + 2 * win.ph - win.r) / win.sh + 1),
-        Q((W + 2 * win.pw - win.s) / win.sw + 1) {}
+      : w(win), N(x[0]), C(x[1]), H(x[2]), W(x[3]), P(extent(H, win.r, win.sh, win.ph, win.ceil_mode)),
+        Q(extent(W, win.s, win.sw, win.pw, win.ceil_mode)) {}
   int64_t xi(int64_t n, int64_t c, int64_t h, int64_t x) const { return ((n * C + c) * H + h) * W + x; }
   int64_t yi(int64_t n, int64_t c, int64_t p, int64_t q) const { return ((n * C + c) * P + p) * Q + q; }
   template <class F>  // f(input index) for each in-input cell of the window
@@ -46,6 +56,16 @@ struct Naive {
           for (int64_t q = 0; q < Q; ++q) f(n, c, p, q, yi(n, c, p, q));
   }
   Shape y_shape() const { return {N, C, P, Q}; }
+  // Window cells inside the padded input [-ph, H+ph) x [-pw, W+pw) (count_include_pad's divisor).
+  double padded_cells(int64_t p, int64_t q) const {
+    double n = 0;
+    for (int64_t r = 0; r < w.r; ++r)
+      for (int64_t s = 0; s < w.s; ++s) {
+        const int64_t h = p * w.sh - w.ph + r, x = q * w.sw - w.pw + s;
+        n += h < H + w.ph && x < W + w.pw;
+      }
+    return n;
+  }
   // The first maximal cell (strict >), or the first NaN.
   int64_t winner(const Tensor& x, int64_t n, int64_t c, int64_t p, int64_t q) const {
     int64_t best = -1;
@@ -77,7 +97,7 @@ std::vector<Tensor> naive_avg(const Naive& nv, const Tensor& x, const Tensor& dy
   nv.outputs([&](int64_t n, int64_t c, int64_t p, int64_t q, int64_t o) {
     double sum = 0, cnt = 0;
     nv.cells(n, c, p, q, [&](int64_t i) { sum += get(x, i), cnt += 1; });
-    const double div = include_pad ? static_cast<double>(nv.w.r * nv.w.s) : cnt;
+    const double div = include_pad ? nv.padded_cells(p, q) : cnt;
     set(y, o, sum / div);
     nv.cells(n, c, p, q, [&](int64_t i) { set(dx, i, get(dx, i) + get(dy, o) / div); });
   });
@@ -166,6 +186,51 @@ TEST(AvgPool2d, ForwardAndBackwardMatchNaive) {
         auto dx = run("avg_pool2d_grad", {&dy}, a);
         EXPECT_LE(max_rel_diff(dx[0], ref[1]), 1e-12) << shape_str(s) << " include_pad " << include_pad;
       }
+}
+
+// ceil_mode windows that overhang the padded input: the extra output row/column, the divisor of
+// count_include_pad clipped to the padded input (PyTorch's rule), max and avg both ways.
+TEST(Pooling, CeilModeMatchesNaive) {
+  const Window windows[] = {{3, 3, 2, 2, 1, 1, true}, {2, 2, 2, 2, 0, 0, true}, {3, 2, 2, 3, 0, 1, true},
+                            {3, 3, 2, 2, 0, 0, true}};
+  const Shape shapes[] = {{2, 3, 8, 6}, {1, 2, 7, 7}, {2, 1, 6, 9}};
+  bool overhang = false;
+  for (const Window& w : windows)
+    for (const Shape& s : shapes) {
+      const Naive nv(w, s);
+      Window floor_w = w;
+      floor_w.ceil_mode = false;
+      overhang |= nv.P > Naive(floor_w, s).P || nv.Q > Naive(floor_w, s).Q;
+      Tensor x = rand64(s, 21), dy = rand64(nv.y_shape(), 22);
+      auto ref = naive_max(nv, x, dy);
+      auto y = run("max_pool2d", {&x}, w.attrs());
+      ASSERT_EQ(y[0].shape(), nv.y_shape()) << shape_str(s);
+      EXPECT_TRUE(bitwise_equal(y[0], ref[0])) << shape_str(s) << " kernel " << w.r << "x" << w.s;
+      auto dx = run("max_pool2d_grad", {&x, &y[0], &dy}, w.attrs());
+      EXPECT_LE(max_rel_diff(dx[0], ref[1]), 1e-12) << shape_str(s);
+      for (bool include_pad : {true, false}) {
+        auto aref = naive_avg(nv, x, dy, include_pad);
+        Attrs a = w.attrs();
+        a["count_include_pad"] = include_pad;
+        auto ya = run("avg_pool2d", {&x}, a);
+        EXPECT_LE(max_rel_diff(ya[0], aref[0]), 1e-12) << shape_str(s) << " include_pad " << include_pad;
+        a["input_hw"] = std::vector<int64_t>{s[2], s[3]};
+        auto dxa = run("avg_pool2d_grad", {&dy}, a);
+        EXPECT_LE(max_rel_diff(dxa[0], aref[1]), 1e-12) << shape_str(s) << " include_pad " << include_pad;
+      }
+    }
+  EXPECT_TRUE(overhang) << "no case where ceil_mode adds an output";
+}
+
+TEST(Pooling, CeilModeOutputShapesAsPyTorch) {
+  // Inception-v3's and torchvision's ceil-mode pools: (input, kernel, stride, padding) -> output.
+  struct Case { int64_t in, k, st, pad, out; };
+  for (const Case& c : {Case{112, 3, 2, 0, 56}, Case{55, 3, 2, 0, 27}, Case{8, 3, 2, 1, 5}, Case{6, 2, 2, 0, 3},
+                        Case{7, 2, 2, 0, 4}, Case{5, 3, 2, 1, 3}}) {
+    Tensor x = rand64({1, 1, c.in, c.in}, 3);
+    auto y = run("max_pool2d", {&x}, {{"kernel", c.k}, {"stride", c.st}, {"padding", c.pad}, {"ceil_mode", true}});
+    EXPECT_EQ(y[0].shape(), (Shape{1, 1, c.out, c.out})) << "in " << c.in << " kernel " << c.k << " stride " << c.st;
+  }
 }
 
 TEST(AvgPool2d, DefaultsStrideToKernelAndCountsPadding) {
