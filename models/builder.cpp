@@ -64,4 +64,21 @@ std::vector<EntryRef> ModelBuilder::op_n(const std::string& op, std::vector<Entr
   return outs;
 }
 
+ModelStats model_stats(const ModelBuilder& b) {
+  ModelStats st;
+  const Graph& g = b.graph();
+  for (const ParamSpec& s : b.params())
+    if (s.trainable) st.params += g.node(s.node).outputs[0].numel();
+  for (int v = 0; v < static_cast<int>(g.size()); ++v) {
+    const Node& n = g.node(v);
+    if (!n.is(OpKind::compute) || !n.op->cost) continue;
+    std::vector<TensorType> in;
+    for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
+    const double f = n.op->cost(n.params.get(), in, n.outputs).flops;
+    st.forward_flops += f;
+    if (n.op->name == "conv2d" || n.op->name == "fully_connected") st.matmul_flops += f;
+  }
+  return st;
+}
+
 }  // namespace mnemo

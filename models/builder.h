@@ -56,4 +56,13 @@ class ModelBuilder {
   std::vector<ParamSpec> params_;
 };
 
+// A built model's size: trainable parameter elements, and the FLOPs of one forward pass (every
+// compute node's cost) and of its convolutions and matrix products alone (conv2d and
+// fully_connected: what PyTorch's FlopCounterMode counts, 2 per multiply-add).
+struct ModelStats {
+  int64_t params = 0;
+  double forward_flops = 0, matmul_flops = 0;
+};
+ModelStats model_stats(const ModelBuilder& b);
+
 }  // namespace mnemo

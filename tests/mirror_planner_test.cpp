@@ -1,5 +1,6 @@
 // Mirror planners: every memory mode gives losses, gradients and running statistics bitwise
-// identical to `none` (ResNet with BN, the LSTM, a generic DAG); the planners' structure (cuts at
+// identical to `none` (ResNet with BN, the LSTM, a generic DAG, MobileNet-v2, DenseNet-121 and
+// Inception-v3 at small inputs); the planners' structure (cuts at
 // residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
 #include <random>
@@ -24,6 +25,24 @@ Config small_lstm() {
                       "train: {steps: 1}\n", "lstm.yaml");
 }
 Config graph_config() { return load_config(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml"); }
+// Zoo models at small inputs: depthwise convolutions, relu6 and inverted residuals; dense
+// concatenations; Inception's branches and factorised kernels.
+Config zoo(const std::string& model, const std::string& shape, int batch) {
+  return parse_config("model: " + model + "\ndata: {source: synthetic, shape: " + shape + ", classes: 4, batch: " +
+                          std::to_string(batch) + "}\ntrain: {steps: 1}\n",
+                      "zoo.yaml");
+}
+const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3"};
+Config model_config(int i) {
+  switch (i) {
+    case 0: return small_resnet();
+    case 1: return small_lstm();
+    case 2: return graph_config();
+    case 3: return zoo("{type: mobilenet_v2, width_mult: 0.25}", "[3, 32, 32]", 2);
+    case 4: return zoo("{type: densenet, depth: 121}", "[3, 32, 32]", 2);
+    default: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
+  }
+}
 
 struct Outputs {
   // loss, every gradient (no update) or every parameter and velocity after the update, then the
@@ -71,7 +90,7 @@ Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
 class EveryMode : public ::testing::TestWithParam<int> {};
 
 TEST_P(EveryMode, BitwiseIdenticalToNone) {
-  const Config c = GetParam() == 0 ? small_resnet() : GetParam() == 1 ? small_lstm() : graph_config();
+  const Config c = model_config(GetParam());
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   std::vector<std::string> modes = all_memory_modes();
   modes.push_back("recursive=1");
@@ -83,7 +102,7 @@ TEST_P(EveryMode, BitwiseIdenticalToNone) {
       const Outputs o = step(c, p, mr);
       ASSERT_EQ(o.values.size(), ref.values.size());
       for (size_t k = 0; k < o.values.size(); ++k)
-        EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << c.file << " mode " << m << " update " << update << " output " << k;
+        EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << kModels[GetParam()] << " mode " << m << " update " << update << " output " << k;
       if (m == "sublinear" || m.rfind("recursive", 0) == 0) {
         EXPECT_GT(mr.planned.report.recompute_nodes, 0) << c.file << " " << m;
       }
@@ -91,8 +110,8 @@ TEST_P(EveryMode, BitwiseIdenticalToNone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Values(0, 1, 2),
-                         [](const auto& info) { return std::string(info.param == 0 ? "resnet" : info.param == 1 ? "lstm" : "graph"); });
+INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
+                         [](const auto& info) { return kModels[info.param]; });
 
 TEST(MirrorPlanner, CutsAreResidualBlockOutputsAndLstmStepBoundaries) {
   const Config r = small_resnet();

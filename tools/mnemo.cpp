@@ -64,10 +64,14 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
                         {"model", c.model_type}, {"layers", p.model.layers},
                         {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
+  const mnemo::ModelStats stats = mnemo::model_stats(p.model.builder);
+  out["params"] = stats.params;
+  out["forward_flops"] = stats.forward_flops;
+  out["forward_matmul_flops"] = stats.matmul_flops;
   if (!json) {
-    std::printf("%s: %s, %d layers, batch %lld, %zu forward nodes, planned for %s\n", path.c_str(), c.model_type.c_str(),
-                p.model.layers, static_cast<long long>(c.data.batch), p.model.builder.graph().size(),
-                device ? device->name().c_str() : "the CPU");
+    std::printf("%s: %s, %d layers, %lld parameters, %.3g GFLOP per forward pass, batch %lld, %zu forward nodes, planned for %s\n",
+                path.c_str(), c.model_type.c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
+                static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "param_grad", "workspace",
                 "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
   }

@@ -188,9 +188,30 @@ GraphVarSpec var_spec(Section& parent, const std::string& group, const YAML::Nod
 }
 
 void parse_model(Section& m, Config& c) {
-  c.model_type = m.get_string("type", "", {"resnet", "lstm", "graph"});
-  if (c.model_type.empty()) m.fail(m.node(), m.key("type"), "resnet, lstm or graph", "none");
-  if (c.model_type == "resnet") {
+  c.model_type = m.get_string("type", "", {"resnet", "lstm", "graph", "alexnet", "vgg", "densenet", "inception_v3",
+                                            "mobilenet_v2"});
+  if (c.model_type.empty())
+    m.fail(m.node(), m.key("type"), std::string("resnet, lstm, graph, ") + zoo_architectures(), "none");
+  if (is_zoo_model(c.model_type)) {
+    ZooConfig& z = c.zoo;
+    z.arch = c.model_type;
+    if (z.arch == "vgg") {
+      z.depth = static_cast<int>(m.get_int("depth", 16, 1, 1000));
+      if (z.depth != 11 && z.depth != 13 && z.depth != 16 && z.depth != 19)
+        m.fail(m.raw("depth"), m.key("depth"), "11, 13, 16 or 19", std::to_string(z.depth));
+      z.batch_norm = m.get_bool("batch_norm", false);
+    } else if (z.arch == "densenet") {
+      z.depth = static_cast<int>(m.get_int("depth", 121, 1, 1000));
+      if (z.depth != 121 && z.depth != 161 && z.depth != 169 && z.depth != 201)
+        m.fail(m.raw("depth"), m.key("depth"), "121, 161, 169 or 201", std::to_string(z.depth));
+    } else if (z.arch == "inception_v3") {
+      z.aux_logits = m.get_bool("aux_logits", false);
+    } else if (z.arch == "mobilenet_v2") {
+      z.width_mult = m.get_float("width_mult", 1.0, 0.0);
+      if (!(z.width_mult > 0 && z.width_mult <= 16))
+        m.fail(m.raw("width_mult"), m.key("width_mult"), "a number in (0, 16]", std::to_string(z.width_mult));
+    }
+  } else if (c.model_type == "resnet") {
     ResNetConfig& r = c.resnet;
     r.style = m.get_string("style", "cifar", {"cifar", "imagenet"});
     r.depth = static_cast<int>(m.get_int("depth", r.style == "cifar" ? 20 : 50, 1, 20000));
@@ -438,6 +459,16 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
           << "model.per_step is " << (l.per_step ? "true" : "false") << " but data.source " << c.data.source
           << (ds.per_step_labels ? " labels every step" : " labels whole sequences");
       return build_lstm_model(l);
+    }
+    if (is_zoo_model(c.model_type)) {
+      MNEMO_CHECK(ds.sample.size() == 3) << "model.type " << c.model_type << " needs image data [C,H,W], data gives "
+                                         << shape_str(ds.sample);
+      ZooConfig z = c.zoo;
+      z.batch = batch;
+      z.channels = ds.sample[0], z.height = ds.sample[1], z.width = ds.sample[2];
+      z.classes = ds.classes;
+      z.training = training;
+      return build_zoo_model(z);
     }
     MNEMO_CHECK(batch == c.data.batch || training) << "a generic graph evaluates at its training batch only";
     return build_graph_model(c.graph);

@@ -12,6 +12,7 @@
 #include "models/generic.h"
 #include "models/lstm.h"
 #include "models/resnet.h"
+#include "models/zoo.h"
 
 namespace mnemo {
 
@@ -58,8 +59,9 @@ struct CheckpointConfig {
 
 struct Config {
   std::string file;
-  std::string model_type;  // resnet | lstm | graph
+  std::string model_type;  // resnet | lstm | graph | alexnet | vgg | densenet | inception_v3 | mobilenet_v2
   ResNetConfig resnet;
+  ZooConfig zoo;            // alexnet, vgg, densenet, inception_v3, mobilenet_v2 (models/zoo.h)
   LstmConfig lstm;
   GraphModelConfig graph;
   std::map<std::string, int> mirror;  // per-node mirror counts (override any planner)

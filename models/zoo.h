@@ -1,0 +1,41 @@
+// Image classifiers of torchvision's model zoo, built as mnemo graphs with PyTorch's layouts and
+// parameter shapes (docs/MODELS.md): AlexNet, VGG-11/13/16/19 (with or without batch norm),
+// DenseNet-121/161/169/201, Inception-v3 and MobileNet-v2.
+//
+// Parameter names follow torchvision's module paths with '/' for '.', so a torchvision state dict
+// maps over by renaming: "features.0.weight" is "features/0/weight"; a batch norm's weight and
+// bias are ".../gamma" and ".../beta" (running_mean / running_var keep their names;
+// num_batches_tracked has no counterpart). Batch norms train in training mode, convolutions and
+// linear layers use PyTorch's shapes ([K, C/G, R, S], [out, in]).
+//
+// Differences from torchvision, by design: dropout layers are not built (their parameters and
+// FLOPs are none; a dropout op is future work), and torchvision's adaptive average pools become a
+// plain average pool when the feature map is a whole multiple of the target size (an identity at
+// the standard input size) and an error otherwise. Inception-v3's auxiliary head is optional
+// (model.aux_logits): with it the loss is main + 0.4 * aux, as torchvision's reference training.
+#pragma once
+#include <string>
+
+#include "models/resnet.h"
+
+namespace mnemo {
+
+struct ZooConfig {
+  std::string arch;        // alexnet | vgg | densenet | inception_v3 | mobilenet_v2
+  int depth = 0;           // vgg: 11, 13, 16, 19; densenet: 121, 161, 169, 201 (0: 16 / 121)
+  bool batch_norm = false; // vgg: vgg*_bn
+  bool aux_logits = false; // inception_v3: the auxiliary classifier on Mixed_6e
+  double width_mult = 1.0; // mobilenet_v2
+  int64_t batch = 1, channels = 3, height = 224, width = 224, classes = 1000;
+  DType dtype = DType::f32;
+  bool training = true;
+};
+
+// Throws mnemo::Error naming the field when the configuration or the input size is impossible.
+BuiltModel build_zoo_model(const ZooConfig& c);
+
+// The architectures build_zoo_model knows (for config errors and docs).
+const char* zoo_architectures();
+bool is_zoo_model(const std::string& type);
+
+}  // namespace mnemo
