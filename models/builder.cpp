@@ -46,6 +46,15 @@ EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double mo
 
 EntryRef ModelBuilder::relu(EntryRef x, const std::string& name) { return g_.add1("relu", {x}, {}, name); }
 
+EntryRef ModelBuilder::dropout(EntryRef x, const std::string& name, double p) {
+  if (!training_ || p == 0) return x;
+  int step = g_.find(kRngStep);
+  if (step < 0) step = g_.input(kRngStep, {DType::i32, {1}}).node;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the name: a seed that does not depend on build order
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return g_.add1("dropout", {x, {step, 0}}, {{"p", p}, {"seed", static_cast<int64_t>(h >> 2)}}, name);
+}
+
 EntryRef ModelBuilder::fully_connected(EntryRef x, const std::string& name, int64_t out, bool bias) {
   const TensorType& t = g_.type(x);
   MNEMO_CHECK(t.shape.size() == 2) << name << ": fully_connected expects [N,D], got " << t.str();

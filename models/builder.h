@@ -15,6 +15,9 @@ struct ParamInit {
   double scale = 0;  // normal: std; uniform: bound (values in [-scale, scale])
 };
 
+// The graph input a model with dropout reads its step counter from (int32 [1]).
+inline constexpr const char* kRngStep = "rng/step";
+
 struct ParamSpec {
   std::string name;
   int node;  // param node id
@@ -42,6 +45,10 @@ class ModelBuilder {
   // Training-mode batch norm: gamma 1, beta 0, running statistics updated once per step.
   EntryRef batch_norm(EntryRef x, const std::string& name, double momentum = 0.1, double eps = 1e-5);
   EntryRef relu(EntryRef x, const std::string& name);
+  // Training-mode dropout with drop probability p (ops/dropout.cpp), its mask seeded by the node's
+  // name and the step counter input kRngStep, which the builder adds at the first use (the trainer
+  // binds it every step); an identity (no node) in evaluation graphs or when p is 0.
+  EntryRef dropout(EntryRef x, const std::string& name, double p);
   // y = x w^T + b with PyTorch's default init (uniform +-1/sqrt(fan_in)).
   EntryRef fully_connected(EntryRef x, const std::string& name, int64_t out, bool bias = true);
   EntryRef op(const std::string& op, std::vector<EntryRef> in, Attrs attrs, const std::string& name) {

@@ -73,6 +73,7 @@ class Net {
     return avg_pool(x, name, sh[2] / s, sh[2] / s);
   }
   EntryRef flatten(EntryRef x, const std::string& name) { return b_.op("flatten", {x}, {}, name); }
+  EntryRef dropout(EntryRef x, const std::string& name, double p) { return b_.dropout(x, name, p); }
 
   void finish(EntryRef logits, EntryRef labels) {
     m_.logits = logits;
@@ -102,8 +103,8 @@ void alexnet(Net& n, EntryRef x, EntryRef y, int64_t classes) {
     if (l.pool_after) h = n.max_pool(h, idx("features", l.index + 2), 3, 2);
   }
   h = n.flatten(n.adaptive_avg_pool(h, "avgpool", 6, "alexnet"), "flatten");
-  h = n.relu(n.linear(h, "classifier/1", 4096), "classifier/2");
-  h = n.relu(n.linear(h, "classifier/4", 4096), "classifier/5");
+  h = n.relu(n.linear(n.dropout(h, "classifier/0", 0.5), "classifier/1", 4096), "classifier/2");
+  h = n.relu(n.linear(n.dropout(h, "classifier/3", 0.5), "classifier/4", 4096), "classifier/5");
   n.finish(n.linear(h, "classifier/6", classes), y);
 }
 
@@ -131,8 +132,8 @@ void vgg(Net& n, EntryRef x, EntryRef y, int depth, bool batch_norm, int64_t cla
     h = n.relu(h, idx("features", i++));
   }
   h = n.flatten(n.adaptive_avg_pool(h, "avgpool", 7, "vgg"), "flatten");
-  h = n.relu(n.linear(h, "classifier/0", 4096), "classifier/1");
-  h = n.relu(n.linear(h, "classifier/3", 4096), "classifier/4");
+  h = n.dropout(n.relu(n.linear(h, "classifier/0", 4096), "classifier/1"), "classifier/2", 0.5);
+  h = n.dropout(n.relu(n.linear(h, "classifier/3", 4096), "classifier/4"), "classifier/5", 0.5);
   n.finish(n.linear(h, "classifier/6", classes), y);
 }
 
@@ -269,7 +270,7 @@ void inception_v3(Net& n, EntryRef x, EntryRef y, bool aux_logits, int64_t class
   h = inc.d(h, "Mixed_7a");
   h = inc.e(h, "Mixed_7b");
   h = inc.e(h, "Mixed_7c");
-  h = n.adaptive_avg_pool(h, "avgpool", 1, "inception_v3");
+  h = n.dropout(n.adaptive_avg_pool(h, "avgpool", 1, "inception_v3"), "dropout", 0.5);
   n.finish(n.linear(h, "fc", classes), y);
   if (aux) {
     // torchvision's reference training: loss = main + 0.4 * aux.
@@ -319,7 +320,7 @@ void mobilenet_v2(Net& n, EntryRef x, EntryRef y, double width_mult, int64_t cla
     }
   }
   h = cbr(h, idx("features", f), conv(last, 1));
-  h = n.adaptive_avg_pool(h, "avgpool", 1, "mobilenet_v2");
+  h = n.dropout(n.adaptive_avg_pool(h, "avgpool", 1, "mobilenet_v2"), "classifier/0", 0.2);
   n.finish(n.linear(h, "classifier/1", classes), y);
 }
 

@@ -8,10 +8,11 @@
 // num_batches_tracked has no counterpart). Batch norms train in training mode, convolutions and
 // linear layers use PyTorch's shapes ([K, C/G, R, S], [out, in]).
 //
-// Differences from torchvision, by design: dropout layers are not built (their parameters and
-// FLOPs are none; a dropout op is future work), and torchvision's adaptive average pools become a
-// plain average pool when the feature map is a whole multiple of the target size (an identity at
-// the standard input size) and an error otherwise. Inception-v3's auxiliary head is optional
+// Dropout layers are torchvision's (p 0.5; 0.2 in MobileNet-v2), in training graphs only; their
+// masks come from mnemo's counter-based generator (ops/dropout.cpp), not PyTorch's. Differences
+// from torchvision: adaptive average pools become a plain average pool when the feature map is a
+// whole multiple of the target size (an identity at the standard input size) and an error
+// otherwise. Inception-v3's auxiliary head is optional
 // (model.aux_logits): with it the loss is main + 0.4 * aux, as torchvision's reference training.
 #pragma once
 #include <string>

@@ -73,6 +73,9 @@ Outputs step(const Config& c, const Pipeline& p, const MirrorResult& mr) {
   fill_ints(y, 18, p.data.classes);
   ex.bind(p.model.data, x.view());
   ex.bind(p.model.labels, y.view());
+  Tensor step(DType::i32, {1});
+  step.as<int32_t>()[0] = 3;
+  if (mr.training.graph.find(kRngStep) >= 0) ex.bind(kRngStep, step.view());  // models with dropout
   ex.run();
   Outputs o;
   o.values.push_back(clone(ex.entry(mr.training.loss)));

@@ -259,6 +259,7 @@ int Trainer::run() {
     step_->bind(next_[0], next_[1]);
     staged_ = false;
     step_->set_lr(lr);
+    step_->set_step(state_.step);  // dropout masks: a function of the global step (resume draws the same)
     step_->run();
     if (state_.step + 1 < total_) stage_next();
     double loss = 0;
@@ -443,6 +444,7 @@ int run_bench(const BenchOptions& opt) {
   std::vector<double> times;
   int64_t device_peak = 0;
   for (int i = 0; i < opt.warmup + opt.steps; ++i) {
+    step.set_step(i);
     const auto t0 = Clock::now();
     step.run();
     const double loss = step.finish("bench step " + std::to_string(i + 1));  // waits for the device

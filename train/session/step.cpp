@@ -53,10 +53,25 @@ BoundStep::BoundStep(MirrorResult mr, const Pipeline& p, ParamStore& params, Sgd
     lr_ = device.allocate(static_cast<int64_t>(t.bytes()), "the learning rate");
     ex_.bind(mr_.training.lr, TensorView{lr_, t});
   }
+  if (const int id = mr_.training.graph.find(kRngStep); id >= 0) {  // a model with dropout
+    const TensorType t = mr_.training.graph.node(id).outputs[0];
+    step_ = device.allocate(static_cast<int64_t>(t.bytes()), "the step counter");
+    ex_.bind(kRngStep, TensorView{step_, t});
+    set_step(0);
+  }
   ex_.set_capture(capture);
 }
 
-BoundStep::~BoundStep() { device_.release(lr_); }
+BoundStep::~BoundStep() {
+  device_.release(lr_);
+  device_.release(step_);
+}
+
+void BoundStep::set_step(int64_t step) {
+  if (!step_) return;
+  step_host_ = static_cast<int32_t>(step & 0x7fffffff);
+  device_.copy(step_, &step_host_, sizeof step_host_, CopyKind::host_to_device);
+}
 
 TensorType BoundStep::input_type(const std::string& name) const {
   return mr_.training.graph.node(mr_.training.graph.find(name)).outputs[0];

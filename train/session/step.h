@@ -61,6 +61,7 @@ class BoundStep {
   void bind(TensorView x, TensorView y);                // a batch already in device memory
   void bind_host(const Tensor& x, const Tensor& y);     // a host batch (synchronous copy)
   void set_lr(double lr);                               // the learning rate of the next run
+  void set_step(int64_t step);                          // the step number dropout masks of the next run draw on
   void run() { ex_.run(); }
   // After run(): the loss (waits for the device). Throws mnemo::Error when the loss or, with an
   // optimiser, a gradient is NaN or Inf: the message names the step (`what`, e.g. "step 12"), the
@@ -78,6 +79,8 @@ class BoundStep {
   DeviceInputs inputs_;
   double lr_host_[1] = {0};  // the next learning rate, in the lr input's dtype (float or double)
   void* lr_ = nullptr;       // device memory bound to the step's learning-rate input
+  int32_t step_host_ = 0;    // the next step counter (models with dropout)
+  void* step_ = nullptr;     // device memory bound to the graph input kRngStep, if the model has one
 };
 
 class Evaluator {
