@@ -23,11 +23,37 @@ EntryRef resolve(const Graph& g, const std::string& ref, const std::string& wher
       << where << ": node '" << node << "': '" << name << "' has " << g.node(id).outputs.size() << " output(s), not " << index;
   return {id, index};
 }
+// batch_norm(x, gamma, beta, running_mean, running_var){eps, momentum} of a graph config: in a
+// training graph the training-mode batch norm plus the running statistics' update (as
+// ModelBuilder::batch_norm), in an evaluation graph the inference form on the running statistics.
+void add_batch_norm(ModelBuilder& b, const std::vector<EntryRef>& in, const GraphNodeSpec& n, bool training) {
+  AttrReader r(n.attrs, "batch_norm");
+  const double eps = r.get_float("eps", 1e-5), momentum = r.get_float("momentum", 0.1);
+  r.finish();
+  Graph& g = b.graph();
+  for (int k : {3, 4})
+    MNEMO_CHECK(g.node(in[k].node).is(OpKind::param) && !g.trainable(in[k].node))
+        << "node '" << n.name << "': batch_norm's inputs 3 and 4 (running mean and variance) must be params with "
+        << "trainable: false";
+  if (!training) {
+    g.add("batch_norm", in, {{"eps", eps}, {"training", false}}, n.name);
+    return;
+  }
+  const TensorType& t = g.type(in[0]);
+  MNEMO_CHECK(t.shape.size() >= 2) << "node '" << n.name << "': batch_norm expects [N,C,...], got " << t.str();
+  const int bn = g.add("batch_norm", {in[0], in[1], in[2]}, {{"eps", eps}, {"training", true}}, n.name);
+  const int st = g.add("batch_norm_stats", {in[3], in[4], {bn, 1}, {bn, 2}},
+                       {{"momentum", momentum}, {"eps", eps}, {"count", t.numel() / t.shape[1]}}, n.name + "/stats");
+  g.state_updates.push_back({in[3].node, {st, 0}});
+  g.state_updates.push_back({in[4].node, {st, 1}});
+}
+
 }  // namespace
 
-BuiltModel build_graph_model(const GraphModelConfig& c) {
+BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
   BuiltModel m{ModelBuilder(DType::f32), {}, {}};
   ModelBuilder& b = m.builder;
+  b.set_training(training);
   std::unordered_map<std::string, int> index;
   for (const GraphVarSpec& v : c.inputs) {
     MNEMO_CHECK(!index.count(v.name)) << v.where << ": duplicate name '" << v.name << "'";
@@ -68,7 +94,17 @@ BuiltModel build_graph_model(const GraphModelConfig& c) {
       const OpDef& def = op_registry().get(n.op);
       MNEMO_CHECK(!def.traits.updates_state) << "node '" << n.name << "': op '" << n.op
                                              << "' updates state (the optimiser's); a model graph cannot use it";
-      b.graph().add(n.op, in, n.attrs, n.name);
+      if (n.op == "batch_norm" && in.size() == 5 && !n.attrs.count("training")) {
+        add_batch_norm(b, in, n, training);
+      } else if (n.op == "dropout" && in.size() == 1) {
+        AttrReader r(n.attrs, "dropout");
+        const double p = r.get_float("p", 0.5);
+        r.finish();
+        const EntryRef y = b.dropout(in[0], n.name, p);
+        if (y == in[0]) b.graph().add("identity", {in[0]}, {}, n.name);  // evaluation: consumers still find the name
+      } else {
+        b.graph().add(n.op, in, n.attrs, n.name);
+      }
     } catch (const Error& e) {
       throw Error(n.where + ": " + e.what());
     }

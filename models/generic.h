@@ -35,6 +35,11 @@ struct GraphModelConfig {
   std::string where;
 };
 
-BuiltModel build_graph_model(const GraphModelConfig& c);
+// `training`: a training graph; else an evaluation graph. Two nodes depend on it:
+//   batch_norm with five inputs (x, gamma, beta, running_mean, running_var; attrs eps, momentum):
+//     training-mode batch norm and the running statistics' update, or inference on the statistics;
+//   dropout with one input (attr p): training-mode dropout (the step counter input is added), or
+//     an identity.
+BuiltModel build_graph_model(const GraphModelConfig& c, bool training = true);
 
 }  // namespace mnemo

@@ -2,7 +2,8 @@
 # Installs mnemo's build dependencies from Debian's packages when they are missing.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ python3 libeigen3-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libcli11-dev nlohmann-json3-dev libyaml-cpp-dev gnuplot-nox zlib1g-dev dataset-fashion-mnist)
+      libcli11-dev nlohmann-json3-dev libyaml-cpp-dev gnuplot-nox zlib1g-dev dataset-fashion-mnist
+      libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

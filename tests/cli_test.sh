@@ -60,6 +60,13 @@ mkdir -p "$tmp/gpu-out"
 echo '{"config": "configs/resnet56-cifar.yaml", "mode": "share", "batch": 4, "step_seconds_median": 0.05, "captured_graphs": 1, "device_measured_bytes": 1073741824, "total_bytes": 536870912}' >"$tmp/gpu-out/bench.log"
 echo '{"framework": "pytorch", "model": "resnet56", "batch": 4, "torch": "2.x", "step_seconds_median": 0.1, "peak_allocated_bytes": 2147483648}' >"$tmp/gpu-out/torch.log"
 expect gpu-report 0 '\| resnet56 \| mnemo \| share \| 4 \| 50\.0 ms \| 80 \| 0\.50x \| 1\.00 GiB \| 0\.50 GiB' -- python3 "$src/tools/gpu_report.py" "$tmp/gpu-out"
+# ONNX: import a model with weights, train from them; plan a structure-only export directly.
+onnx=$src/tests/fixtures/onnx
+expect onnx-import 0 'wrote its 11 initializers to .*small.safetensors' -- "$mnemo" import "$onnx/small.onnx" -o "$tmp/small.yaml"
+expect onnx-train 0 'trained 3 steps' -- "$mnemo" train "$tmp/small.yaml" --init "$tmp/small.safetensors" --steps 3 --no-eval
+expect onnx-plan 0 'graph, .*11689512 parameters.*batch 4' -- "$mnemo" plan "$onnx/resnet18_structure.onnx" --batch 4 --memory share
+printf 'not onnx' >"$tmp/junk.onnx"
+expect onnx-junk 1 'junk.onnx: not an ONNX model' -- "$mnemo" plan "$tmp/junk.onnx"
 expect bad-device 1 "'tpu' is not a device" -- "$mnemo" train "$cfg" --device tpu
 expect missing-config 2 'config: File does not exist' -- "$mnemo" plan "$tmp/nope.yaml"
 expect unknown-flag 2 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz 3

@@ -2,7 +2,7 @@
 """Replays mutated inputs against the mnemo command and checks its contract on bad input.
 
     tools/fuzz_inputs.py [--mnemo build/mnemo] [--seed S] [--configs N] [--checkpoints N]
-                         [--data N] [--cli N] [--kills N] [--timeout SECONDS] [--memory-gb G]
+                         [--data N] [--onnx N] [--cli N] [--kills N] [--timeout SECONDS] [--memory-gb G]
 
 Every run must end in success (exit 0) or a clear error (exit 1..127 with "error" in its output):
 never a signal (SIGSEGV, SIGFPE, SIGABRT, SIGKILL by the kernel's OOM killer...), never a hang past
@@ -13,6 +13,8 @@ limit, so an allocation beyond it must fail cleanly). Inputs, all seeded:
                run with `mnemo plan` (parse, build, plan) and, for small ones, `mnemo train --steps 1`;
   checkpoints  a real checkpoint with flipped, cut, extended or rewritten bytes: `train --resume`;
   data         tiny Fashion-MNIST idx files with damaged headers, sizes and gzip streams: `train`;
+  onnx         the ONNX fixtures (tests/fixtures/onnx) with replaced, deleted and inserted bytes:
+               `mnemo plan MODEL.onnx` and `mnemo import`;
   cli          random subcommand and flag lines (unknown flags, bad numbers, huge values);
   kills        `train` with a checkpoint and metrics every step, killed (SIGKILL) at random times:
                afterwards no temporary file may remain once the next save ran, every metrics
@@ -194,6 +196,31 @@ def fuzz_checkpoints(stats, args, rng, tmp):
         progress("checkpoints", k + 1, args.checkpoints)
 
 
+# ---- ONNX files ----------------------------------------------------------------------------------
+def fuzz_onnx(stats, args, rng, tmp):
+    fixtures = os.path.join(ROOT, "tests", "fixtures", "onnx")
+    sources = [open(os.path.join(fixtures, n), "rb").read() for n in ("small.onnx", "resnet18_structure.onnx")]
+    for k in range(args.onnx):
+        b = bytearray(sources[k % len(sources)])
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            op = rng.random()
+            if op < 0.6:
+                b[i] = rng.randrange(256)
+            elif op < 0.8:
+                del b[i: i + rng.randint(1, 16)]
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        path = os.path.join(tmp, f"m{k}.onnx")
+        with open(path, "wb") as f:
+            f.write(b)
+        if k % 2:
+            run(stats, "onnx", [args.mnemo, "import", path, "-o", os.path.join(tmp, f"m{k}.yaml")], args)
+        else:
+            run(stats, "onnx", [args.mnemo, "plan", path, "--memory", "share"], args)
+        progress("onnx", k + 1, args.onnx)
+
+
 # ---- data files ----------------------------------------------------------------------------------
 def idx_images(n, count, side=28, magic=0x803):
     # At most 1 MiB of pixels: headers may claim more than the file holds (that is the point).
@@ -344,6 +371,7 @@ def main():
     p.add_argument("--configs", type=int, default=3000)
     p.add_argument("--checkpoints", type=int, default=500)
     p.add_argument("--data", type=int, default=48)
+    p.add_argument("--onnx", type=int, default=400)
     p.add_argument("--cli", type=int, default=200)
     p.add_argument("--kills", type=int, default=40)
     p.add_argument("--timeout", type=float, default=20.0)
@@ -360,6 +388,7 @@ def main():
         fuzz_configs(stats, args, rng, tmp)
         fuzz_checkpoints(stats, args, rng, tmp)
         fuzz_data(stats, args, rng, tmp)
+        fuzz_onnx(stats, args, rng, tmp)
         fuzz_cli(stats, args, rng, tmp)
         fuzz_kills(stats, args, rng, tmp)
     finally:
@@ -368,7 +397,7 @@ def main():
         print(f"FAIL [{kind}] {why}: {' '.join(map(str, cmd))}\n  {out.strip()[-400:]}")
     rss = child_max_rss_mb()
     print(f"fuzz_inputs: seed {args.seed}: {stats.runs} runs ({args.configs} configs, {args.checkpoints} checkpoints, "
-          f"{args.data} data sets, {args.cli} command lines, {args.kills} kills) in {time.monotonic() - t0:.0f} s: "
+          f"{args.data} data sets, {args.onnx} ONNX files, {args.cli} command lines, {args.kills} kills) in {time.monotonic() - t0:.0f} s: "
           f"{stats.ok} succeeded, {stats.errors} clear errors, {len(stats.failures)} failures "
           f"(signals, aborts, hangs past {args.timeout:g} s, messageless exits); largest child peak RSS {rss:.0f} MiB "
           f"(limit {args.memory_gb:g} GiB address space)")

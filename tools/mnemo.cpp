@@ -12,6 +12,10 @@
 
 #include "autograd/op_info.h"
 #include "core/error.h"
+#include "train/config/config.h"
+#include "train/config/files.h"
+#include "train/session/safetensors.h"
+#include "train/config/onnx_import.h"
 #include "train/session/inspect.h"
 #include "train/session/pipeline.h"
 #include "train/session/session.h"
@@ -54,8 +58,41 @@ void print_ops() {
   }
 }
 
-int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name) {
-  const mnemo::Config c = mnemo::load_config(path);
+// A config file, or an ONNX model imported on the fly (`batch`: its batch size when > 0).
+mnemo::Config config_or_onnx(const std::string& path, int64_t batch) {
+  if (!mnemo::is_onnx_path(path)) return mnemo::load_config(path);
+  const mnemo::OnnxImport imp = mnemo::import_onnx(path, {batch});
+  for (const std::string& note : imp.notes) std::fprintf(stderr, "mnemo: note: %s\n", note.c_str());
+  return mnemo::parse_config(imp.yaml, path);
+}
+
+int run_import(const std::string& model, const std::string& out, std::string weights, int64_t batch, int64_t steps) {
+  const mnemo::OnnxImport imp = mnemo::import_onnx(model, {batch, steps});
+  // Build the imported model before writing anything: a config mnemo cannot build is never written.
+  const mnemo::Config c = mnemo::parse_config(imp.yaml, out);
+  const mnemo::Pipeline p = mnemo::build_pipeline(c, mnemo::static_data_shape(c), c.data.batch);
+  if (!imp.weights.empty()) {
+    if (weights.empty()) weights = (out.size() > 5 && out.ends_with(".yaml") ? out.substr(0, out.size() - 5) : out) + ".safetensors";
+    std::vector<std::pair<std::string, mnemo::TensorView>> views;
+    for (const auto& [name, t] : imp.weights) views.push_back({name, t.view()});
+    mnemo::write_safetensors(weights, views, {{"format", "mnemo-weights-1"}, {"source", model}});
+  }
+  mnemo::write_file_atomically(out, imp.yaml, "config file");
+  const mnemo::ModelStats st = mnemo::model_stats(p.model.builder);
+  std::printf("%s: %lld nodes, %lld parameter tensors (%lld values), batch %lld, data %s -> wrote %s\n", model.c_str(),
+              static_cast<long long>(imp.nodes), static_cast<long long>(imp.params), static_cast<long long>(st.params),
+              static_cast<long long>(c.data.batch), mnemo::shape_str(p.data.sample).c_str(), out.c_str());
+  for (const std::string& note : imp.notes) std::printf("note: %s\n", note.c_str());
+  if (imp.weights.empty())
+    std::printf("the model carries no weights (a structure-only export): training starts from mnemo's initialisation\n");
+  else
+    std::printf("wrote its %zu initializers to %s; train from them with: mnemo train %s --init %s\n", imp.weights.size(),
+                weights.c_str(), out.c_str(), weights.c_str());
+  return 0;
+}
+
+int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch) {
+  const mnemo::Config c = config_or_onnx(path, batch);
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
@@ -126,12 +163,25 @@ int main(int argc, char** argv) {
   auto* plan = app.add_subcommand("plan", "plan a config's training-step memory per allocation mode (shapes only, nothing runs)");
   std::string plan_config, plan_modes = "all";
   bool plan_json = false;
-  plan->add_option("config", plan_config, "config file (YAML)")->required()->check(CLI::ExistingFile);
+  plan->add_option("config", plan_config, "config file (YAML) or ONNX model (.onnx, imported on the fly)")->required()->check(CLI::ExistingFile);
+  int64_t plan_batch = 0;
+  plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH] or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   std::string plan_device;
   plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
+  auto* imp = app.add_subcommand("import", "convert an ONNX model into a graph config, and its weights into safetensors (docs/FORMATS.md)");
+  std::string import_model, import_out, import_weights;
+  int64_t import_batch = 0, import_steps = 100;
+  imp->add_option("model", import_model, "ONNX file")->required()->check(CLI::ExistingFile);
+  imp->add_option("-o,--output", import_out, "the config file to write (YAML)")->required();
+  imp->add_option("--weights", import_weights, "where the initializers' data goes (default: the config's name with .safetensors)");
+  imp->add_option("--batch", import_batch, "the batch size (when the model leaves it open, or to change it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  imp->add_option("--steps", import_steps, "train.steps of the written config")->check(CLI::Range(int64_t{1}, int64_t{1000000000}))
+      ->capture_default_str();
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
@@ -197,7 +247,8 @@ int main(int argc, char** argv) {
         if (!m.empty()) copt.modes.push_back(m);
       rc = mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device);
+    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch);
+    if (app.got_subcommand("import")) rc = run_import(import_model, import_out, import_weights, import_batch, import_steps);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);
       std::cout << (format == "json" ? g.to_json().dump(1) + "\n" : format == "dot" ? g.to_dot() : g.to_text());

@@ -471,7 +471,7 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       return build_zoo_model(z);
     }
     MNEMO_CHECK(batch == c.data.batch || training) << "a generic graph evaluates at its training batch only";
-    return build_graph_model(c.graph);
+    return build_graph_model(c.graph, training);
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +62,31 @@ std::string writable_target(const std::string& path, const std::string& what) {
       << what << ": " << (target.string() == path ? "it" : "its target '" + target.string() + "'")
       << " exists and is not a regular file; refusing to replace it";
   return target.string();
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& what) {
+  const std::string target = writable_target(path, what);
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  MNEMO_CHECK(fd >= 0) << what << ": cannot create '" << tmp << "': " << std::strerror(errno);
+  size_t done = 0;
+  int err = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    MNEMO_FAIL() << what << ": writing '" << target << "' failed: " << std::strerror(err) << " (the file there, if any, is unchanged)";
+  }
 }
 
 }  // namespace mnemo

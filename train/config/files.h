@@ -19,4 +19,9 @@ std::string read_small_file(const std::string& path, const std::string& what, in
 // directory is refused, never replaced). Errors start with `what`.
 std::string writable_target(const std::string& path, const std::string& what);
 
+// Writes `bytes` to `path` (its writable_target) atomically: a temporary file beside it, fsynced,
+// then renamed over it; on failure the file that was there is unchanged and the error starts with
+// `what`.
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& what);
+
 }  // namespace mnemo

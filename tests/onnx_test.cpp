@@ -1,0 +1,165 @@
+// ONNX import (train/config/onnx_import.cpp): a small model with weights reproduces PyTorch's loss
+// and every gradient (tests/fixtures/onnx, made by tools/make_onnx_fixtures.py); structure-only
+// exports of torchvision models import with torchvision's parameter counts and the zoo builders'
+// exact FLOPs, and plan in every memory mode; malformed and unsupported files are clear errors
+// naming the file, the node and the operator.
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "test_util.h"
+#include "train/config/config.h"
+#include "train/config/onnx_import.h"
+#include "train/session/pipeline.h"
+#include "train/session/safetensors.h"
+#include "train/session/session.h"
+
+namespace mnemo::test {
+namespace {
+
+const std::string kDir = MNEMO_FIXTURE_DIR "/onnx/";
+
+TEST(Onnx, SmallModelWithWeightsMatchesPyTorch) {
+  TempDir d;
+  const OnnxImport imp = import_onnx(kDir + "small.onnx");
+  ASSERT_EQ(imp.weights.size(), 11u);  // 9 trainable tensors and the batch norm's running statistics
+  std::vector<std::pair<std::string, TensorView>> views;
+  for (const auto& [name, t] : imp.weights) views.push_back({name, t.view()});
+  GradOptions g;
+  g.config = d.file("small.yaml", imp.yaml);
+  g.weights = d.file("small.safetensors");
+  write_safetensors(g.weights, views);
+  g.batch = kDir + "small_batch.safetensors";
+  g.out = d.file("grads.safetensors");
+  ASSERT_EQ(run_grad(g), 0);
+  const TensorFile out = read_safetensors(g.out), want = read_safetensors(kDir + "small_expected.safetensors");
+  int grads = 0;
+  for (const auto& [name, t] : want.tensors) {
+    ASSERT_TRUE(out.tensors.count(name)) << name << " missing from mnemo's output";
+    EXPECT_LE(norm_rel_diff(out.tensors.at(name), t), 1e-4) << name;
+    grads += name != "loss";
+  }
+  EXPECT_EQ(grads, 9);
+}
+
+int64_t fixture_params(const std::string& model) {
+  std::ifstream f(MNEMO_FIXTURE_DIR "/zoo_reference.json");
+  return nlohmann::json::parse(f).at("models").at(model).at("params").get<int64_t>();
+}
+
+// Structure-only exports: the parameters are graph inputs; the imported graph has torchvision's
+// parameter count and exactly the FLOPs of mnemo's own builder of the same network.
+TEST(Onnx, StructureOnlyTorchvisionExportsMatchTheZooBuilders) {
+  struct Case { std::string file, fixture; ZooConfig zoo; };
+  ZooConfig dn, inc, mb;
+  dn.arch = "densenet", dn.depth = 121;
+  inc.arch = "inception_v3", inc.height = inc.width = 299;
+  mb.arch = "mobilenet_v2";
+  for (const Case& c : {Case{"densenet121_structure.onnx", "densenet121", dn}, Case{"inception_v3_structure.onnx", "inception_v3", inc},
+                        Case{"mobilenet_v2_structure.onnx", "mobilenet_v2", mb}, Case{"resnet18_structure.onnx", "resnet18", {}}}) {
+    SCOPED_TRACE(c.file);
+    const OnnxImport imp = import_onnx(kDir + c.file);
+    EXPECT_TRUE(imp.weights.empty());
+    const Config cfg = parse_config(imp.yaml, c.file);
+    const Pipeline p = build_pipeline(cfg, static_data_shape(cfg), cfg.data.batch);
+    const ModelStats st = model_stats(p.model.builder);
+    EXPECT_EQ(st.params, fixture_params(c.fixture));
+    EXPECT_EQ(cfg.data.batch, 2);
+    if (!c.zoo.arch.empty()) {
+      ZooConfig z = c.zoo;
+      z.batch = 2;
+      EXPECT_EQ(st.matmul_flops, model_stats(build_zoo_model(z).builder).matmul_flops);
+    }
+  }
+  // Every memory mode plans (and validates) the imported ResNet-18.
+  const Config cfg = parse_config(import_onnx(kDir + "resnet18_structure.onnx").yaml, "resnet18.onnx");
+  const Pipeline p = build_pipeline(cfg, static_data_shape(cfg), cfg.data.batch);
+  int64_t share = 0, sublinear = 0;
+  for (const std::string& m : all_memory_modes()) {
+    const MirrorResult mr = plan_pipeline(cfg, p, m);
+    validate_plan(mr.training.graph, mr.planned.plan);
+    if (m == "share") share = mr.planned.report.feature_map_bytes;
+    if (m == "sublinear") sublinear = mr.planned.report.feature_map_bytes;
+  }
+  EXPECT_LT(sublinear, share);
+}
+
+TEST(Onnx, BatchOptionSetsTheBatchSize) {
+  const Config cfg = parse_config(import_onnx(kDir + "resnet18_structure.onnx", {5}).yaml, "resnet18.onnx");
+  EXPECT_EQ(cfg.data.batch, 5);
+  EXPECT_EQ(cfg.graph.inputs[0].shape, (Shape{5, 3, 224, 224}));
+}
+
+// A one-node model built with the ONNX classes.
+std::string write_model(TempDir& d, const std::string& name, const std::function<void(onnx::GraphProto&)>& edit) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("t");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& n, std::vector<int64_t> dims) {
+    v->set_name(n);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t x : dims) t->mutable_shape()->add_dim()->set_dim_value(x);
+  };
+  value(g.add_input(), "x", {2, 4});
+  value(g.add_output(), "y", {2, 4});
+  edit(g);
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return d.file(name, bytes);
+}
+
+std::string import_error(const std::string& path) {
+  try {
+    import_onnx(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
+  TempDir d;
+  std::string m = import_error(write_model(d, "erf.onnx", [](onnx::GraphProto& g) {
+    auto* n = g.add_node();
+    n->set_op_type("Erf"), n->set_name("my_erf"), n->add_input("x"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("erf.onnx: node 'my_erf' (Erf): unsupported ONNX operator"), std::string::npos) << m;
+  m = import_error(write_model(d, "bcast.onnx", [](onnx::GraphProto& g) {
+    auto* b = g.add_initializer();
+    b->set_name("b"), b->set_data_type(onnx::TensorProto::FLOAT), b->add_dims(4);
+    for (int i = 0; i < 4; ++i) b->add_float_data(1);
+    auto* n = g.add_node();
+    n->set_op_type("Add"), n->set_name("plus"), n->add_input("x"), n->add_input("b"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("node 'plus' (Add)"), std::string::npos) << m;
+  m = import_error(write_model(d, "pads.onnx", [](onnx::GraphProto& g) {
+    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(5);
+    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(5);
+    auto* n = g.add_node();
+    n->set_op_type("MaxPool"), n->set_name("pool"), n->add_input("x"), n->add_output("y");
+    auto* k = n->add_attribute();
+    k->set_name("kernel_shape"), k->set_type(onnx::AttributeProto::INTS), k->add_ints(2), k->add_ints(2);
+    auto* p = n->add_attribute();
+    p->set_name("pads"), p->set_type(onnx::AttributeProto::INTS);
+    for (int v : {0, 0, 1, 1}) p->add_ints(v);
+  }));
+  EXPECT_NE(m.find("asymmetric pads"), std::string::npos) << m;
+  m = import_error(write_model(d, "open.onnx", [](onnx::GraphProto& g) {
+    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+    auto* n = g.add_node();
+    n->set_op_type("Relu"), n->add_input("x"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("--batch"), std::string::npos) << m;
+  m = import_error(d.file("junk.onnx", "this is not a protobuf message at all \x01\x02\x03"));
+  EXPECT_NE(m.find("junk.onnx: not an ONNX model"), std::string::npos) << m;
+  std::ofstream(d.file("empty.onnx")).close();
+  m = import_error(d.file("empty.onnx"));
+  EXPECT_NE(m.find("empty"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace mnemo::test
