@@ -138,17 +138,23 @@ void vgg(Net& n, EntryRef x, EntryRef y, int depth, bool batch_norm, int64_t cla
 }
 
 // ---- DenseNet ----------------------------------------------------------------------------------
-void densenet(Net& n, EntryRef x, EntryRef y, int depth, int64_t classes) {
-  int64_t growth = 32, init = 64;
+void densenet(Net& n, EntryRef x, EntryRef y, const ZooConfig& c) {
+  int64_t growth = 32, init = 64, bn_size = 4;
   std::vector<int> blocks;
-  switch (depth) {
+  switch (c.blocks.empty() ? (c.depth ? c.depth : 121) : 0) {
+    case 0: blocks = c.blocks; break;
     case 121: blocks = {6, 12, 24, 16}; break;
     case 161: blocks = {6, 12, 36, 24}, growth = 48, init = 96; break;
     case 169: blocks = {6, 12, 32, 32}; break;
     case 201: blocks = {6, 12, 48, 32}; break;
-    default: MNEMO_FAIL() << "model.depth: DenseNet depths are 121, 161, 169 and 201, got " << depth;
+    default: MNEMO_FAIL() << "model.depth: DenseNet depths are 121, 161, 169 and 201 (or give model.blocks), got " << c.depth;
   }
-  const int64_t bn_size = 4;
+  if (c.growth) growth = c.growth;
+  if (c.init_features) init = c.init_features;
+  if (c.bn_size) bn_size = c.bn_size;
+  for (int b : blocks) MNEMO_CHECK(b >= 1) << "model.blocks: every dense block needs at least one layer";
+  MNEMO_CHECK(growth >= 1 && init >= 1 && bn_size >= 1) << "model.growth, init_features and bn_size must be positive";
+  const int64_t classes = c.classes;
   EntryRef h = n.conv2d(x, "features/conv0", conv(init, 7, 2, 3));
   h = n.relu(n.bn(h, "features/norm0"), "features/relu0");
   h = n.max_pool(h, "features/pool0", 3, 2, 1);
@@ -326,6 +332,20 @@ void mobilenet_v2(Net& n, EntryRef x, EntryRef y, double width_mult, int64_t cla
 
 }  // namespace
 
+BuiltModel build_inception_block_net(char kind, int64_t batch, int64_t size, int64_t width, int64_t c, int64_t classes) {
+  MNEMO_CHECK(kind == 'A' || kind == 'B' || kind == 'C') << "inception block kind must be A, B or C, got '" << kind << "'";
+  BuiltModel m{ModelBuilder(DType::f32), {}, {}};
+  Net n(m);
+  EntryRef x = m.builder.input("data", {batch, 3, size, size}, DType::f32);
+  EntryRef y = m.builder.input("labels", {batch}, DType::i32);
+  Inception inc{n};
+  EntryRef h = inc.basic(x, "stem", conv(width, 3, 1, 1));
+  h = kind == 'A' ? inc.a(h, "Mixed", c) : kind == 'B' ? inc.b(h, "Mixed") : inc.c(h, "Mixed", c);
+  h = n.adaptive_avg_pool(h, "avgpool", 1, "inception block");
+  n.finish(n.linear(h, "fc", classes), y);
+  return m;
+}
+
 const char* zoo_architectures() { return "alexnet, vgg, densenet, inception_v3, mobilenet_v2"; }
 
 bool is_zoo_model(const std::string& type) {
@@ -344,7 +364,7 @@ BuiltModel build_zoo_model(const ZooConfig& c) {
   try {
     if (c.arch == "alexnet") alexnet(n, x, y, c.classes);
     else if (c.arch == "vgg") vgg(n, x, y, c.depth ? c.depth : 16, c.batch_norm, c.classes);
-    else if (c.arch == "densenet") densenet(n, x, y, c.depth ? c.depth : 121, c.classes);
+    else if (c.arch == "densenet") densenet(n, x, y, c);
     else if (c.arch == "inception_v3") inception_v3(n, x, y, c.aux_logits, c.classes);
     else if (c.arch == "mobilenet_v2") mobilenet_v2(n, x, y, c.width_mult, c.classes);
     else MNEMO_FAIL() << "model.type: expected one of " << zoo_architectures() << ", got '" << c.arch << "'";

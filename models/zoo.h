@@ -16,6 +16,7 @@
 // (model.aux_logits): with it the loss is main + 0.4 * aux, as torchvision's reference training.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "models/resnet.h"
 
@@ -24,6 +25,10 @@ namespace mnemo {
 struct ZooConfig {
   std::string arch;        // alexnet | vgg | densenet | inception_v3 | mobilenet_v2
   int depth = 0;           // vgg: 11, 13, 16, 19; densenet: 121, 161, 169, 201 (0: 16 / 121)
+  // densenet: torchvision's DenseNet(growth_rate, block_config, num_init_features, bn_size); 0 /
+  // empty: the depth's standard values (bn_size 4)
+  std::vector<int> blocks;
+  int64_t growth = 0, init_features = 0, bn_size = 0;
   bool batch_norm = false; // vgg: vgg*_bn
   bool aux_logits = false; // inception_v3: the auxiliary classifier on Mixed_6e
   double width_mult = 1.0; // mobilenet_v2
@@ -34,6 +39,12 @@ struct ZooConfig {
 
 // Throws mnemo::Error naming the field when the configuration or the input size is impossible.
 BuiltModel build_zoo_model(const ZooConfig& c);
+
+// A one-block Inception network (the golden test against PyTorch's Inception-v3 modules): a stem
+// (torchvision's BasicConv2d: 3x3 conv to `width` channels, batch norm, ReLU) named "stem", one
+// Inception-v3 block of `kind` 'A', 'B' or 'C' named "Mixed" (A's pool features and C's 7x7
+// channels are `c`), global average pool, linear layer "fc"; input [batch, 3, size, size].
+BuiltModel build_inception_block_net(char kind, int64_t batch, int64_t size, int64_t width, int64_t c, int64_t classes);
 
 // The architectures build_zoo_model knows (for config errors and docs).
 const char* zoo_architectures();

@@ -2,7 +2,8 @@
 // docs/FORMATS.md) hold the initial parameters, one batch, and what PyTorch computed from them in
 // float32: the loss, the gradient of every trainable parameter, the losses of 10 SGD steps (lr 0.05,
 // momentum 0.9, weight decay 1e-4, same batch) and the BatchNorm running statistics after them.
-// Here the same models are built with mnemo (build_resnet, build_lstm_model), differentiated with
+// Here the same models are built with mnemo (build_resnet, build_lstm_model, and the zoo's small
+// DenseNet and one-block Inception-v3 networks), differentiated with
 // plain backprop (empty mirror plan, separate memory plan) for the gradients, trained with the SGD
 // update inside the step (autograd/update.h) for the 10 losses, and compared.
 // Metric, per tensor: max_i |mnemo_i - torch_i| / max(max_i |torch_i|, 1e-6) (the error relative to
@@ -16,6 +17,7 @@
 #include "core/memory_plan.h"
 #include "models/lstm.h"
 #include "models/resnet.h"
+#include "models/zoo.h"
 #include "test_util.h"
 #include "train/session/param_store.h"
 #include "train/session/safetensors.h"
@@ -153,6 +155,27 @@ TEST(PytorchMatch, Lstm2Layers3StepsPerStepLoss) {
   c.per_step = true;
   BuiltModel m = build_lstm_model(c);
   match_pytorch(m, "lstm");
+}
+
+// torchvision's DenseNet(growth 4, blocks (2, 2), init 8, bn_size 2): dense concatenations,
+// transitions with average pooling, parameter names mapped from torchvision's.
+TEST(PytorchMatch, SmallDenseNet) {
+  ZooConfig c;
+  c.arch = "densenet", c.blocks = {2, 2}, c.growth = 4, c.init_features = 8, c.bn_size = 2;
+  c.batch = 4, c.channels = 3, c.height = 16, c.width = 16, c.classes = 5;
+  BuiltModel m = build_zoo_model(c);
+  match_pytorch(m, "densenet");
+}
+
+// One Inception-v3 block of each kind torchvision has small enough for a fixture: A (5x5 and the
+// average-pool branch, count_include_pad), B (stride-2 branches and max pool), C (factorised 1x7 /
+// 7x1 convolutions).
+TEST(PytorchMatch, InceptionBlocks) {
+  for (char kind : {'A', 'B', 'C'}) {
+    SCOPED_TRACE(std::string("Inception") + kind);
+    BuiltModel m = build_inception_block_net(kind, 3, 9, 8, 4, 5);
+    match_pytorch(m, std::string("inception_") + static_cast<char>(kind - 'A' + 'a'));
+  }
 }
 
 }  // namespace

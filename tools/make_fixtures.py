@@ -7,7 +7,8 @@ Regenerate (needs torch and safetensors; the C++ tests read the committed files 
     /work/venv-torch/bin/python tools/make_fixtures.py --out DIR
     /work/venv-torch/bin/python tools/make_fixtures.py --check FILE   # print a mnemo-written file
 
-For each model (resnet, lstm) it writes, in float32 unless noted:
+For each model (resnet, lstm, densenet, inception_a, inception_b, inception_c; --models picks some)
+it writes, in float32 unless noted:
     <model>_init.safetensors      every mnemo parameter by its mnemo name (incl. BN running stats)
     <model>_batch.safetensors     "data" and "labels" (int32)
     <model>_expected.safetensors  "loss" (rank 0), "grad/<name>" for every trainable parameter (the
@@ -27,6 +28,11 @@ The PyTorch models are built from torch.nn modules so that the layouts are PyTor
              bias_ih = lstmL/bias and bias_hh fixed at 0 (mnemo's single bias is b_ih + b_hh);
              per-step Linear classifier; loss = mean over steps of the per-step mean cross-entropy;
              data [T,N,D] time-major, labels [T,N].
+    densenet = torchvision's DenseNet(growth_rate 4, block_config (2, 2), num_init_features 8,
+             bn_size 2, 5 classes) = mnemo's model.type densenet with those keys; names are
+             torchvision's with / for . and batch norm weight/bias as gamma/beta (models/zoo.h)
+    inception_<k> = models/zoo.cpp's build_inception_block_net(k, batch 3, 9x9, width 8, c 4, 5
+             classes): torchvision's BasicConv2d stem and Inception<K> block, average pool, fc
 docs/FORMATS.md describes the files and the naming scheme.
 """
 import argparse
@@ -163,6 +169,78 @@ def make_lstm():
     return model, lstm_names, data, labels
 
 
+# ---- zoo models (models/zoo.cpp): a small DenseNet, one-block Inception-v3 networks ----
+
+def torchvision_names(model):
+    """mnemo name -> (tensor, trainable): torchvision's key with / for ., batch norm weight/bias -> gamma/beta."""
+    bns = {n for n, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)}
+    out = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if name.endswith("num_batches_tracked"):
+            continue
+        module, field = name.rsplit(".", 1)
+        if module in bns:
+            field = {"weight": "gamma", "bias": "beta"}.get(field, field)
+        out[(module + "." + field).replace(".", "/")] = (t, isinstance(t, nn.Parameter))
+    return out
+
+
+def perturb_batch_norms(model):
+    with torch.no_grad():  # non-trivial BN affine parameters and running statistics
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+
+class WithLoss(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def loss(self, x, y):
+        return F.cross_entropy(self.net(x), y.long())
+
+
+def make_densenet():
+    import torchvision
+    net = torchvision.models.DenseNet(growth_rate=4, block_config=(2, 2), num_init_features=8, bn_size=2, num_classes=5)
+    perturb_batch_norms(net)
+    data = torch.randn(4, 3, 16, 16)
+    labels = torch.randint(0, 5, (4,), dtype=torch.int32)
+    return WithLoss(net), lambda m: torchvision_names(m.net), data, labels
+
+
+class InceptionBlockNet(nn.Module):
+    """models/zoo.cpp's build_inception_block_net: stem BasicConv2d 3x3, one block "Mixed", avg pool, fc."""
+    def __init__(self, kind, width, c, classes):
+        super().__init__()
+        from torchvision.models.inception import BasicConv2d, InceptionA, InceptionB, InceptionC
+        self.stem = BasicConv2d(3, width, kernel_size=3, padding=1)
+        if kind == "A":
+            self.Mixed, out = InceptionA(width, pool_features=c), 64 + 64 + 96 + c
+        elif kind == "B":
+            self.Mixed, out = InceptionB(width), 384 + 96 + width
+        else:
+            self.Mixed, out = InceptionC(width, channels_7x7=c), 4 * 192
+        self.fc = nn.Linear(out, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.Mixed(self.stem(x)), 1), 1))
+
+
+def make_inception(kind):
+    def make():
+        net = InceptionBlockNet(kind, width=8, c=4, classes=5)
+        perturb_batch_norms(net)
+        data = torch.randn(3, 3, 9, 9)
+        labels = torch.randint(0, 5, (3,), dtype=torch.int32)
+        return WithLoss(net), lambda m: torchvision_names(m.net), data, labels
+    return make
+
+
 # ---- fixtures ----
 
 def write_model(out, tag, make, meta):
@@ -214,6 +292,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(root, "tests", "fixtures"))
     ap.add_argument("--check", metavar="FILE", help="load FILE with the safetensors package and print it")
+    ap.add_argument("--models", default="resnet,lstm,compat,densenet,inception_a,inception_b,inception_c",
+                    help="which fixtures to write (comma-separated)")
     args = ap.parse_args()
     if args.check:
         for name, t in sorted(load_file(args.check).items()):
@@ -225,11 +305,22 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     # One metadata key: the package writes a map in hash order, so several keys make the bytes vary.
     meta = "tools/make_fixtures.py, torch " + torch.__version__ + ": "
-    write_model(args.out, "resnet", make_resnet,
-                {"generator": meta + "resnet cifar depth 8, batch 4, 3x8x8, classes 5, width_base 4"})
-    write_model(args.out, "lstm", make_lstm,
-                {"generator": meta + "lstm steps 3, batch 4, input 5, hidden 6, layers 2, classes 7, per_step"})
-    write_compat(args.out)
+    models = set(args.models.split(","))
+    if "resnet" in models:
+        write_model(args.out, "resnet", make_resnet,
+                    {"generator": meta + "resnet cifar depth 8, batch 4, 3x8x8, classes 5, width_base 4"})
+    if "lstm" in models:
+        write_model(args.out, "lstm", make_lstm,
+                    {"generator": meta + "lstm steps 3, batch 4, input 5, hidden 6, layers 2, classes 7, per_step"})
+    if "compat" in models:
+        write_compat(args.out)
+    if "densenet" in models:
+        write_model(args.out, "densenet", make_densenet,
+                    {"generator": meta + "torchvision DenseNet(growth 4, blocks (2,2), init 8, bn_size 2), batch 4, 3x16x16, classes 5"})
+    for kind in "abc":
+        if f"inception_{kind}" in models:
+            write_model(args.out, f"inception_{kind}", make_inception(kind.upper()),
+                        {"generator": meta + f"stem BasicConv2d(3, 8) + torchvision Inception{kind.upper()}(8, 4) + fc, batch 3, 3x9x9, classes 5"})
 
 
 if __name__ == "__main__":

@@ -202,8 +202,12 @@ void parse_model(Section& m, Config& c) {
       z.batch_norm = m.get_bool("batch_norm", false);
     } else if (z.arch == "densenet") {
       z.depth = static_cast<int>(m.get_int("depth", 121, 1, 1000));
-      if (z.depth != 121 && z.depth != 161 && z.depth != 169 && z.depth != 201)
-        m.fail(m.raw("depth"), m.key("depth"), "121, 161, 169 or 201", std::to_string(z.depth));
+      for (int64_t b : m.get_ints("blocks", {}, 1, 1000)) z.blocks.push_back(static_cast<int>(b));
+      if (z.blocks.empty() && z.depth != 121 && z.depth != 161 && z.depth != 169 && z.depth != 201)
+        m.fail(m.raw("depth"), m.key("depth"), "121, 161, 169 or 201 (or model.blocks)", std::to_string(z.depth));
+      z.growth = m.get_int("growth", 0, 1, 1 << 16);
+      z.init_features = m.get_int("init_features", 0, 1, 1 << 16);
+      z.bn_size = m.get_int("bn_size", 0, 1, 1024);
     } else if (z.arch == "inception_v3") {
       z.aux_logits = m.get_bool("aux_logits", false);
     } else if (z.arch == "mobilenet_v2") {
