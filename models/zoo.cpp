@@ -17,6 +17,7 @@ struct Conv {
   Ints kernel{1, 1}, stride{1, 1}, padding{0, 0};
   int64_t groups = 1;
   bool bias = false;
+  int64_t dilation = 1;
 };
 Conv conv(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0) { return {out, {k, k}, {stride, stride}, {pad, pad}}; }
 Conv conv_hw(int64_t out, int64_t kh, int64_t kw, int64_t ph, int64_t pw) { return {out, {kh, kw}, {1, 1}, {ph, pw}}; }
@@ -40,6 +41,7 @@ class Net {
     if (c.bias) in.push_back(b_.param(name + "/bias", {c.out}, {ParamInit::uniform, 1.0 / std::sqrt(fan_in)}));
     Attrs a{{"stride", c.stride}, {"padding", c.padding}};
     if (c.groups != 1) a["groups"] = c.groups;
+    if (c.dilation != 1) a["dilation"] = c.dilation;
     ++layers_;
     return b_.op("conv2d", std::move(in), std::move(a), name);
   }
@@ -330,7 +332,120 @@ void mobilenet_v2(Net& n, EntryRef x, EntryRef y, double width_mult, int64_t cla
   n.finish(n.linear(h, "classifier/1", classes), y);
 }
 
+// ---- DARTS (Liu et al., "DARTS: Differentiable Architecture Search", CIFAR network) -----------
+struct Darts {
+  Net& n;
+  // ReLUConvBN: relu (op/0), conv (op/1, no bias), batch norm (op/2).
+  EntryRef relu_conv_bn(EntryRef x, const std::string& p, int64_t c, int64_t k, int64_t stride, int64_t pad) {
+    return n.bn(n.conv2d(n.relu(x, p + "/op/0"), p + "/op/1", conv(c, k, stride, pad)), p + "/op/2");
+  }
+  // FactorizedReduce: relu, two 1x1 stride-2 convs (the second on x shifted by one row and column),
+  // concatenated, batch norm.
+  EntryRef factorized_reduce(EntryRef x, const std::string& p, int64_t c) {
+    MNEMO_CHECK(c % 2 == 0) << p << ": FactorizedReduce needs an even channel count, got " << c;
+    EntryRef r = n.relu(x, p + "/relu");
+    EntryRef a = n.conv2d(r, p + "/conv_1", conv(c / 2, 1, 2));
+    EntryRef shifted = n.b_.op("slice", {r}, {{"axis", int64_t{2}}, {"begin", int64_t{1}}}, p + "/shift_h");
+    shifted = n.b_.op("slice", {shifted}, {{"axis", int64_t{3}}, {"begin", int64_t{1}}}, p + "/shift_w");
+    EntryRef b = n.conv2d(shifted, p + "/conv_2", conv(c / 2, 1, 2));
+    return n.bn(n.concat({a, b}, p + "/cat"), p + "/bn");
+  }
+  // SepConv: (relu, depthwise k x k, pointwise, bn) twice, the first with the stride.
+  EntryRef sep_conv(EntryRef x, const std::string& p, int64_t c, int64_t k, int64_t stride) {
+    EntryRef h = x;
+    for (int half = 0; half < 2; ++half) {
+      const int i = 4 * half;
+      Conv dw = conv(c, k, half == 0 ? stride : 1, k / 2);
+      dw.groups = c;
+      h = n.conv2d(n.relu(h, idx(p + "/op", i)), idx(p + "/op", i + 1), dw);
+      h = n.bn(n.conv2d(h, idx(p + "/op", i + 2), conv(c, 1)), idx(p + "/op", i + 3));
+    }
+    return h;
+  }
+  // DilConv: relu, depthwise k x k with dilation 2, pointwise, bn.
+  EntryRef dil_conv(EntryRef x, const std::string& p, int64_t c, int64_t k, int64_t stride) {
+    Conv dw = conv(c, k, stride, k - 1);
+    dw.groups = c, dw.dilation = 2;
+    EntryRef h = n.conv2d(n.relu(x, p + "/op/0"), p + "/op/1", dw);
+    return n.bn(n.conv2d(h, p + "/op/2", conv(c, 1)), p + "/op/3");
+  }
+  EntryRef op(const std::string& name, EntryRef x, const std::string& p, int64_t c, int64_t stride) {
+    if (name == "sep_conv_3x3") return sep_conv(x, p, c, 3, stride);
+    if (name == "sep_conv_5x5") return sep_conv(x, p, c, 5, stride);
+    if (name == "dil_conv_3x3") return dil_conv(x, p, c, 3, stride);
+    if (name == "dil_conv_5x5") return dil_conv(x, p, c, 5, stride);
+    if (name == "max_pool_3x3") return n.max_pool(x, p, 3, stride, 1);
+    if (name == "avg_pool_3x3")
+      return n.b_.op("avg_pool2d", {x}, {{"kernel", int64_t{3}}, {"stride", stride}, {"padding", int64_t{1}},
+                                         {"count_include_pad", false}}, p);
+    if (name == "skip_connect") return stride == 1 ? x : factorized_reduce(x, p, c);
+    MNEMO_FAIL() << "model.genotype: unknown operation '" << name << "' (expected sep_conv_3x3, sep_conv_5x5, "
+                 << "dil_conv_3x3, dil_conv_5x5, max_pool_3x3, avg_pool_3x3 or skip_connect)";
+  }
+  EntryRef cell(EntryRef s0, EntryRef s1, const std::string& p, int64_t c, bool reduction, bool reduction_prev,
+                const Genotype& g) {
+    s0 = reduction_prev ? factorized_reduce(s0, p + "/preprocess0", c) : relu_conv_bn(s0, p + "/preprocess0", c, 1, 1, 0);
+    s1 = relu_conv_bn(s1, p + "/preprocess1", c, 1, 1, 0);
+    const auto& ops = reduction ? g.reduce : g.normal;
+    const auto& concat = reduction ? g.reduce_concat : g.normal_concat;
+    std::vector<EntryRef> states{s0, s1};
+    for (size_t i = 0; i < ops.size() / 2; ++i) {
+      EntryRef h[2];
+      for (int j = 0; j < 2; ++j) {
+        const auto& [name, input] = ops[2 * i + j];
+        MNEMO_CHECK(input >= 0 && input < static_cast<int>(states.size()))
+            << "model.genotype: intermediate node " << i << " reads state " << input << "; only states 0.."
+            << states.size() - 1 << " exist before it";
+        h[j] = op(name, states[static_cast<size_t>(input)], idx(p + "/_ops", static_cast<int>(2 * i + j)), c,
+                  reduction && input < 2 ? 2 : 1);
+      }
+      states.push_back(n.b_.op("add", {h[0], h[1]}, {}, p + "/node" + std::to_string(i)));
+    }
+    std::vector<EntryRef> out;
+    for (int k : concat) {
+      MNEMO_CHECK(k >= 0 && k < static_cast<int>(states.size())) << "model.genotype: concat names state " << k
+                                                                 << "; the cell has states 0.." << states.size() - 1;
+      out.push_back(states[static_cast<size_t>(k)]);
+    }
+    return n.concat(out, p + "/cat");
+  }
+};
+
+void darts(Net& n, EntryRef x, EntryRef y, const ZooConfig& c) {
+  const Genotype& g = c.genotype;
+  MNEMO_CHECK(!g.normal.empty() && g.normal.size() % 2 == 0 && !g.reduce.empty() && g.reduce.size() % 2 == 0)
+      << "model.genotype: normal and reduce need two (operation, input) pairs per intermediate node";
+  MNEMO_CHECK(!g.normal_concat.empty() && !g.reduce_concat.empty()) << "model.genotype: normal_concat and reduce_concat are required";
+  MNEMO_CHECK(c.layers >= 3 && c.init_channels >= 2 && c.init_channels % 2 == 0)
+      << "model.layers must be at least 3 and model.init_channels even and at least 2, got " << c.layers << " and " << c.init_channels;
+  Darts d{n};
+  int64_t ch = c.init_channels;
+  EntryRef s = n.bn(n.conv2d(x, "stem/0", conv(3 * ch, 3, 1, 1)), "stem/1");
+  EntryRef s0 = s, s1 = s;
+  bool reduction_prev = false;
+  for (int i = 0; i < c.layers; ++i) {
+    const bool reduction = i == c.layers / 3 || i == 2 * c.layers / 3;
+    if (reduction) ch *= 2;
+    EntryRef out = d.cell(s0, s1, idx("cells", i), ch, reduction, reduction_prev, g);
+    s0 = s1, s1 = out;
+    reduction_prev = reduction;
+  }
+  EntryRef h = n.adaptive_avg_pool(s1, "global_pooling", 1, "darts");
+  n.finish(n.linear(h, "classifier", c.classes), y);
+}
+
 }  // namespace
+
+Genotype darts_v2_genotype() {
+  Genotype g;
+  g.normal = {{"sep_conv_3x3", 0}, {"sep_conv_3x3", 1}, {"sep_conv_3x3", 0}, {"sep_conv_3x3", 1},
+              {"sep_conv_3x3", 1}, {"skip_connect", 0}, {"skip_connect", 0}, {"dil_conv_3x3", 2}};
+  g.normal_concat = {2, 3, 4, 5};
+  g.reduce = {{"max_pool_3x3", 0}, {"max_pool_3x3", 1}, {"skip_connect", 2}, {"max_pool_3x3", 1},
+              {"max_pool_3x3", 0}, {"skip_connect", 2}, {"skip_connect", 2}, {"max_pool_3x3", 1}};
+  g.reduce_concat = {2, 3, 4, 5};
+  return g;
+}
 
 BuiltModel build_inception_block_net(char kind, int64_t batch, int64_t size, int64_t width, int64_t c, int64_t classes) {
   MNEMO_CHECK(kind == 'A' || kind == 'B' || kind == 'C') << "inception block kind must be A, B or C, got '" << kind << "'";
@@ -346,10 +461,11 @@ BuiltModel build_inception_block_net(char kind, int64_t batch, int64_t size, int
   return m;
 }
 
-const char* zoo_architectures() { return "alexnet, vgg, densenet, inception_v3, mobilenet_v2"; }
+const char* zoo_architectures() { return "alexnet, vgg, densenet, inception_v3, mobilenet_v2, darts"; }
 
 bool is_zoo_model(const std::string& type) {
-  return type == "alexnet" || type == "vgg" || type == "densenet" || type == "inception_v3" || type == "mobilenet_v2";
+  return type == "alexnet" || type == "vgg" || type == "densenet" || type == "inception_v3" || type == "mobilenet_v2" ||
+         type == "darts";
 }
 
 BuiltModel build_zoo_model(const ZooConfig& c) {
@@ -367,6 +483,7 @@ BuiltModel build_zoo_model(const ZooConfig& c) {
     else if (c.arch == "densenet") densenet(n, x, y, c);
     else if (c.arch == "inception_v3") inception_v3(n, x, y, c.aux_logits, c.classes);
     else if (c.arch == "mobilenet_v2") mobilenet_v2(n, x, y, c.width_mult, c.classes);
+    else if (c.arch == "darts") darts(n, x, y, c);
     else MNEMO_FAIL() << "model.type: expected one of " << zoo_architectures() << ", got '" << c.arch << "'";
   } catch (const Error& e) {
     std::ostringstream os;

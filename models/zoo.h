@@ -1,6 +1,7 @@
 // Image classifiers of torchvision's model zoo, built as mnemo graphs with PyTorch's layouts and
 // parameter shapes (docs/MODELS.md): AlexNet, VGG-11/13/16/19 (with or without batch norm),
-// DenseNet-121/161/169/201, Inception-v3 and MobileNet-v2.
+// DenseNet-121/161/169/201, Inception-v3 and MobileNet-v2; and DARTS's CIFAR network from a
+// genotype (names as its released model.py, without the auxiliary head and drop path).
 //
 // Parameter names follow torchvision's module paths with '/' for '.', so a torchvision state dict
 // maps over by renaming: "features.0.weight" is "features/0/weight"; a batch norm's weight and
@@ -22,8 +23,19 @@
 
 namespace mnemo {
 
+// A DARTS genotype (Liu et al. 2019): per intermediate node of a cell, two (operation, input
+// state) pairs; states 0 and 1 are the cell's inputs, state 2+i intermediate node i; the cell's
+// output concatenates the states in *_concat. Operations: sep_conv_3x3, sep_conv_5x5,
+// dil_conv_3x3, dil_conv_5x5, max_pool_3x3, avg_pool_3x3, skip_connect.
+struct Genotype {
+  std::vector<std::pair<std::string, int>> normal, reduce;
+  std::vector<int> normal_concat, reduce_concat;
+};
+// DARTS_V2, the paper's CIFAR-10 cell (its released genotypes.py).
+Genotype darts_v2_genotype();
+
 struct ZooConfig {
-  std::string arch;        // alexnet | vgg | densenet | inception_v3 | mobilenet_v2
+  std::string arch;        // alexnet | vgg | densenet | inception_v3 | mobilenet_v2 | darts
   int depth = 0;           // vgg: 11, 13, 16, 19; densenet: 121, 161, 169, 201 (0: 16 / 121)
   // densenet: torchvision's DenseNet(growth_rate, block_config, num_init_features, bn_size); 0 /
   // empty: the depth's standard values (bn_size 4)
@@ -32,6 +44,11 @@ struct ZooConfig {
   bool batch_norm = false; // vgg: vgg*_bn
   bool aux_logits = false; // inception_v3: the auxiliary classifier on Mixed_6e
   double width_mult = 1.0; // mobilenet_v2
+  // darts: DARTS's CIFAR network (NetworkCIFAR): a 3x3 stem of 3C channels, `layers` cells with
+  // reduction cells at layers/3 and 2*layers/3 (channels doubled), global average pool, linear
+  int64_t init_channels = 36;
+  int layers = 20;
+  Genotype genotype = darts_v2_genotype();
   int64_t batch = 1, channels = 3, height = 224, width = 224, classes = 1000;
   DType dtype = DType::f32;
   bool training = true;

@@ -1,6 +1,6 @@
 // Mirror planners: every memory mode gives losses, gradients and running statistics bitwise
-// identical to `none` (ResNet with BN, the LSTM, a generic DAG, MobileNet-v2, DenseNet-121 and
-// Inception-v3 at small inputs); the planners' structure (cuts at
+// identical to `none` (ResNet with BN, the LSTM, a generic DAG, MobileNet-v2, DenseNet-121,
+// Inception-v3 and a DARTS network at small inputs); the planners' structure (cuts at
 // residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
 #include <random>
@@ -32,7 +32,7 @@ Config zoo(const std::string& model, const std::string& shape, int batch) {
                           std::to_string(batch) + "}\ntrain: {steps: 1}\n",
                       "zoo.yaml");
 }
-const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3"};
+const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts"};
 Config model_config(int i) {
   switch (i) {
     case 0: return small_resnet();
@@ -40,7 +40,8 @@ Config model_config(int i) {
     case 2: return graph_config();
     case 3: return zoo("{type: mobilenet_v2, width_mult: 0.25}", "[3, 32, 32]", 2);
     case 4: return zoo("{type: densenet, depth: 121}", "[3, 32, 32]", 2);
-    default: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
+    case 5: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
+    default: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
   }
 }
 

@@ -189,7 +189,7 @@ GraphVarSpec var_spec(Section& parent, const std::string& group, const YAML::Nod
 
 void parse_model(Section& m, Config& c) {
   c.model_type = m.get_string("type", "", {"resnet", "lstm", "graph", "alexnet", "vgg", "densenet", "inception_v3",
-                                            "mobilenet_v2"});
+                                            "mobilenet_v2", "darts"});
   if (c.model_type.empty())
     m.fail(m.node(), m.key("type"), std::string("resnet, lstm, graph, ") + zoo_architectures(), "none");
   if (is_zoo_model(c.model_type)) {
@@ -210,6 +210,32 @@ void parse_model(Section& m, Config& c) {
       z.bn_size = m.get_int("bn_size", 0, 1, 1024);
     } else if (z.arch == "inception_v3") {
       z.aux_logits = m.get_bool("aux_logits", false);
+    } else if (z.arch == "darts") {
+      z.init_channels = m.get_int("init_channels", 36, 2, 1 << 16);
+      z.layers = static_cast<int>(m.get_int("layers", 20, 3, 10000));
+      Section gs = m.section("genotype");
+      if (gs.node().IsDefined()) {
+        auto ops = [&](const std::string& key) {
+          std::vector<std::pair<std::string, int>> out;
+          YAML::Node l = gs.raw(key);
+          if (!l || !l.IsSequence()) gs.fail(l ? l : gs.node(), gs.key(key), "a list of [operation, input] pairs", l ? gs.text(l) : "none");
+          for (size_t i = 0; i < l.size(); ++i) {
+            if (!l[i].IsSequence() || l[i].size() != 2 || !l[i][0].IsScalar() || !l[i][1].IsScalar())
+              gs.fail(l[i], gs.key(key) + "[" + std::to_string(i) + "]", "an [operation, input state] pair", gs.text(l[i]));
+            const int input = static_cast<int>(gs.scalar<int64_t>(key, l[i][1], "an input state index"));
+            if (input < 0 || input > 1000) gs.fail(l[i][1], gs.key(key), "an input state index in [0, 1000]", gs.text(l[i][1]));
+            out.push_back({l[i][0].as<std::string>(), input});
+          }
+          return out;
+        };
+        z.genotype.normal = ops("normal");
+        z.genotype.reduce = ops("reduce");
+        z.genotype.normal_concat.clear();
+        for (int64_t k : gs.get_ints("normal_concat", {2, 3, 4, 5}, 0, 1000)) z.genotype.normal_concat.push_back(static_cast<int>(k));
+        z.genotype.reduce_concat.clear();
+        for (int64_t k : gs.get_ints("reduce_concat", {2, 3, 4, 5}, 0, 1000)) z.genotype.reduce_concat.push_back(static_cast<int>(k));
+        gs.finish();
+      }
     } else if (z.arch == "mobilenet_v2") {
       z.width_mult = m.get_float("width_mult", 1.0, 0.0);
       if (!(z.width_mult > 0 && z.width_mult <= 16))
