@@ -121,6 +121,37 @@ std::string import_error(const std::string& path) {
   return "no error";
 }
 
+// MatMul by a [in, out] parameter and the Add of a [out] bias: one linear layer, its weight stored
+// transposed ([out, in], as fully_connected reads it).
+TEST(Onnx, MatMulPlusBiasBecomesALinearLayer) {
+  TempDir d;
+  const std::string path = write_model(d, "linear.onnx", [](onnx::GraphProto& g) {
+    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(3);
+    auto* w = g.add_initializer();
+    w->set_name("lin.weight"), w->set_data_type(onnx::TensorProto::FLOAT), w->add_dims(4), w->add_dims(3);
+    for (int i = 0; i < 12; ++i) w->add_float_data(static_cast<float>(i));
+    auto* b = g.add_initializer();
+    b->set_name("lin.bias"), b->set_data_type(onnx::TensorProto::FLOAT), b->add_dims(3);
+    for (int i = 0; i < 3; ++i) b->add_float_data(0.5f * i);
+    auto* mm = g.add_node();
+    mm->set_op_type("MatMul"), mm->add_input("x"), mm->add_input("lin.weight"), mm->add_output("xw");
+    auto* add = g.add_node();
+    add->set_op_type("Add"), add->add_input("xw"), add->add_input("lin.bias"), add->add_output("y");
+  });
+  const OnnxImport imp = import_onnx(path);
+  ASSERT_EQ(imp.weights.size(), 2u);
+  const Tensor& w = imp.weights[0].second;
+  EXPECT_EQ(imp.weights[0].first, "lin/weight");
+  ASSERT_EQ(w.shape(), (Shape{3, 4}));
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(w.as<float>()[c * 4 + r], static_cast<float>(r * 3 + c)) << r << "," << c;
+  const Config cfg = parse_config(imp.yaml, "linear.yaml");
+  const BuiltModel m = build_model(cfg, static_data_shape(cfg), 2, true);
+  const Node& fc = m.builder.graph().node(m.logits.node);
+  EXPECT_EQ(fc.op->name, "fully_connected");
+  EXPECT_EQ(fc.inputs.size(), 3u);  // x, weight, bias
+}
+
 TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
   TempDir d;
   std::string m = import_error(write_model(d, "erf.onnx", [](onnx::GraphProto& g) {

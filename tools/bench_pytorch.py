@@ -29,6 +29,11 @@ Models, built to do the same work as mnemo's builders (plain torch.nn, no torchv
               model has 4H = 2048 more parameters per layer; the extra bias is folded into the addmm calls.
               The unrolling order differs but not the work: here layer by layer (all steps of layer 0, then
               layer 1), mnemo step by step (all layers of step t, then step t + 1).
+  densenet121, inception_v3
+              torchvision's own models (weights=None; Inception-v3 with aux_logits=False, init_weights=False, its
+              dropout active in training mode as mnemo's), the counterparts of models/zoo.cpp's builders
+              (configs/table2/densenet121.yaml, configs/table2/inception_v3.yaml); batch 8 at 224x224 / 299x299,
+              1000 classes, mean cross-entropy; SGD momentum 0.9, weight decay 1e-4.
   lstm-paper  the same code with the paper's sizes (configs/lstm-paper.yaml): 4 layers x 1024 hidden, 64 steps,
               batch 64, 50-dim inputs, per-step classifier over 5000 classes (4 x 4096 extra bias parameters).
 
@@ -68,8 +73,8 @@ import subprocess
 import sys
 import time
 
-MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper")
-DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64}
+MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper", "densenet121", "inception_v3")
+DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64, "densenet121": 8, "inception_v3": 8}
 
 
 def parse_args(argv):
@@ -193,7 +198,18 @@ def build_lstm(torch, batch, device, steps=64, input_dim=50, hidden=512, layers=
     return model, lambda: model(x, y), 0.0
 
 
+def build_torchvision(torch, batch, device, name, size, classes=1000, **kwargs):
+    """torchvision's model `name` (weights None) on a fixed batch of 3 x size x size images."""
+    import torchvision
+    model = getattr(torchvision.models, name)(weights=None, num_classes=classes, **kwargs).to(device)
+    x = torch.randn(batch, 3, size, size).to(device)
+    y = torch.randint(0, classes, (batch,)).to(device)
+    return model, lambda: torch.nn.functional.cross_entropy(model(x), y), 1e-4
+
+
 BUILDERS = {
+    "densenet121": functools.partial(build_torchvision, name="densenet121", size=224),
+    "inception_v3": functools.partial(build_torchvision, name="inception_v3", size=299, aux_logits=False, init_weights=False),
     "resnet56": functools.partial(build_resnet, style="cifar", blocks=(9, 9, 9), block="basic", shape=(3, 32, 32), classes=10),
     "resnet50": functools.partial(build_resnet, style="imagenet", blocks=(3, 4, 6, 3), block="bottleneck",
                                   shape=(3, 224, 224), classes=1000),

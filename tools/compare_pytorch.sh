@@ -2,15 +2,16 @@
 # Step times of mnemo against PyTorch (CPU, float32) on the same models, in one run; prints a markdown table.
 #
 #   tools/compare_pytorch.sh [MNEMO [THREADS]] [--mnemo PATH] [--threads T] [--steps N] [--warmup K] [--rounds R]
-#                            [--python PATH]
+#                            [--python PATH] [--models resnet56,lstm,densenet121,inception_v3]
 #
 # MNEMO: the mnemo binary (default build/mnemo; a relative path is tried from the current directory, then from the
 # repository root). THREADS (default 2): OMP_NUM_THREADS for mnemo and torch.set_num_threads for PyTorch.
 # --steps/--warmup (default 10/2) go to both `mnemo bench` and tools/bench_pytorch.py. --python (default
 # /work/venv-torch/bin/python, or $TORCH_PYTHON) must have torch installed. Builds and installs nothing.
 #
-# Models: configs/resnet56-cifar.yaml (--memory share) against bench_pytorch.py resnet56, and
-# configs/bench-lstm-2x512.yaml (--memory share) against bench_pytorch.py lstm. Every round runs, per model,
+# Models (--models, default resnet56,lstm): configs/resnet56-cifar.yaml (--memory share) against bench_pytorch.py
+# resnet56, configs/bench-lstm-2x512.yaml against lstm, configs/table2/densenet121.yaml and inception_v3.yaml at
+# batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model,
 # mnemo then PyTorch, so that machine noise hits both; the table gives per framework the median over the rounds
 # (with two rounds: their mean) of each run's median step time.
 set -euo pipefail
@@ -19,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 cmdline=$(printf '%q ' "$0" "$@")
 
-mnemo=build/mnemo threads=2 steps=10 warmup=2 rounds=2
+mnemo=build/mnemo threads=2 steps=10 warmup=2 rounds=2 model_list=resnet56,lstm
 python=${TORCH_PYTHON:-/work/venv-torch/bin/python}
 usage() { sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "compare_pytorch: $*" >&2; exit 1; }
@@ -32,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup=${2:?--warmup needs a number}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a number}; shift 2 ;;
     --python) python=${2:?--python needs a path}; shift 2 ;;
+    --models) model_list=${2:?--models needs a list}; shift 2 ;;
     -h|--help) usage ;;
     -*) echo "compare_pytorch: unknown option $1" >&2; usage ;;
     *) case $positional in
@@ -59,19 +61,24 @@ torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/nul
 (or create the environment: python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch numpy)"
 
 cd "$root"
-models=(resnet56 lstm)
-declare -A config=([resnet56]=configs/resnet56-cifar.yaml [lstm]=configs/bench-lstm-2x512.yaml)
+IFS=, read -r -a models <<<"$model_list"
+declare -A config=([resnet56]=configs/resnet56-cifar.yaml [lstm]=configs/bench-lstm-2x512.yaml
+                   [densenet121]=configs/table2/densenet121.yaml [inception_v3]=configs/table2/inception_v3.yaml)
+declare -A batch_of=([densenet121]=8 [inception_v3]=8)
+for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (resnet56, lstm, densenet121, inception_v3)"; done
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
 for ((r = 1; r <= rounds; ++r)); do
   for m in "${models[@]}"; do
     echo "round $r/$rounds: mnemo $m ..." >&2
-    line=$(OMP_NUM_THREADS=$threads "$mnemo" bench "${config[$m]}" --memory share --steps "$steps" --warmup "$warmup" --json) ||
+    bflag=()
+    [[ -n ${batch_of[$m]:-} ]] && bflag=(--batch "${batch_of[$m]}")
+    line=$(OMP_NUM_THREADS=$threads "$mnemo" bench "${config[$m]}" --memory share --steps "$steps" --warmup "$warmup" "${bflag[@]}" --json) ||
       die "mnemo bench ${config[$m]} failed"
     printf '{"framework": "mnemo", "model": "%s", "round": %d, "result": %s}\n' "$m" "$r" "$line" >>"$results"
     echo "round $r/$rounds: pytorch $m ..." >&2
-    line=$("$python" tools/bench_pytorch.py --model "$m" --threads "$threads" --steps "$steps" --warmup "$warmup") ||
+    line=$("$python" tools/bench_pytorch.py --model "$m" --threads "$threads" --steps "$steps" --warmup "$warmup" "${bflag[@]}") ||
       die "tools/bench_pytorch.py --model $m failed"
     printf '{"framework": "pytorch", "model": "%s", "round": %d, "result": %s}\n' "$m" "$r" "$line" >>"$results"
   done
@@ -85,11 +92,13 @@ if [[ $commit != unknown ]] && ! git -C "$root" diff --quiet HEAD 2>/dev/null; t
 import json, statistics, sys
 path, threads = sys.argv[1], int(sys.argv[2])
 runs = [json.loads(l) for l in open(path)]
-names = {"resnet56": "ResNet-56 CIFAR (3x32x32, 10 classes)", "lstm": "LSTM 2x512, 64 steps, in 50, 5000 classes"}
+names = {"resnet56": "ResNet-56 CIFAR (3x32x32, 10 classes)", "lstm": "LSTM 2x512, 64 steps, in 50, 5000 classes",
+         "densenet121": "DenseNet-121 (3x224x224, 1000 classes)", "inception_v3": "Inception-v3 (3x299x299, 1000 classes)"}
+models = list(dict.fromkeys(r["model"] for r in runs))
 print("| model | batch | threads | mnemo s/step | PyTorch s/step | mnemo/PyTorch | rounds |")
 print("|---|---:|---:|---:|---:|---:|---|")
 notes = []
-for m in ("resnet56", "lstm"):
+for m in models:
     med, batch = {}, {}
     for fw in ("mnemo", "pytorch"):
         rs = [x["result"] for x in runs if x["model"] == m and x["framework"] == fw]
@@ -108,7 +117,7 @@ for m in ("resnet56", "lstm"):
 print()
 print("Rounds column: each round's mnemo/PyTorch median step time in seconds.")
 mem = []
-for m in ("resnet56", "lstm"):
+for m in models:
     p = [x["result"] for x in runs if x["model"] == m and x["framework"] == "pytorch"]
     q = [x["result"] for x in runs if x["model"] == m and x["framework"] == "mnemo"]
     mem.append("%s: mnemo planned total %.1f MiB (params %.1f MiB, %.3g GFLOP/step by its cost model); PyTorch peak RSS growth %.1f MiB (%d params)"

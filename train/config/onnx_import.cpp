@@ -203,6 +203,7 @@ class Importer {
   std::map<std::string, std::string> refs_;  // ONNX value -> mnemo reference ("node" or "node:k")
   std::map<std::string, std::string> param_names_;  // ONNX value -> mnemo parameter name
   std::map<std::string, size_t> fc_of_;    // ONNX value produced by a bias-less fully_connected -> node index
+  std::map<std::string, int> uses_;        // ONNX value -> how many node inputs and graph outputs read it
   std::set<std::string> used_{"data", "labels", "loss"};
   std::vector<ParamOut> params_;
   std::vector<NodeOut> nodes_;
@@ -415,6 +416,7 @@ void Importer::convert(const onnx::NodeProto& n) {
         auto fc = fc_of_.find(n.input(k));
         const std::string& other = n.input(1 - k);
         if (fc == fc_of_.end() || !(constant(other) || graph_inputs_.count(other))) continue;
+        if (uses_[n.input(k)] != 1) continue;  // the product is read elsewhere too: keep it bias-free
         const onnx::TensorProto* t = constant(other);
         const Shape bs = t ? Shape(t->dims().begin(), t->dims().end()) : shape_of(other);
         if (bs.size() != 1) continue;
@@ -529,6 +531,9 @@ OnnxImport Importer::run() {
     MNEMO_FAIL() << file_ << ": the data input '" << printable(data->name()) << "' needs a fixed shape [N, ...]"
                  << (opt_.batch ? "" : " (give the batch size with --batch if the model leaves it open)");
   refs_[data->name()] = "data";
+  for (const auto& n : g.node())
+    for (const auto& in : n.input()) ++uses_[in];
+  for (const auto& o : g.output()) ++uses_[o.name()];
   for (const auto& n : g.node()) convert(n);
   if (g.output_size() != 1)
     MNEMO_FAIL() << file_ << ": the graph has " << g.output_size() << " outputs; mnemo imports classifiers with one [N, C] output";
