@@ -374,13 +374,19 @@ struct Darts {
     if (name == "sep_conv_5x5") return sep_conv(x, p, c, 5, stride);
     if (name == "dil_conv_3x3") return dil_conv(x, p, c, 3, stride);
     if (name == "dil_conv_5x5") return dil_conv(x, p, c, 5, stride);
+    if (name == "sep_conv_7x7") return sep_conv(x, p, c, 7, stride);
+    if (name == "conv_7x1_1x7") {  // relu, conv 1x7 (stride along W), conv 7x1 (stride along H), bn
+      Conv a{c, {1, 7}, {1, stride}, {0, 3}}, b{c, {7, 1}, {stride, 1}, {3, 0}};
+      EntryRef h = n.conv2d(n.relu(x, p + "/op/0"), p + "/op/1", a);
+      return n.bn(n.conv2d(h, p + "/op/2", b), p + "/op/3");
+    }
     if (name == "max_pool_3x3") return n.max_pool(x, p, 3, stride, 1);
     if (name == "avg_pool_3x3")
       return n.b_.op("avg_pool2d", {x}, {{"kernel", int64_t{3}}, {"stride", stride}, {"padding", int64_t{1}},
                                          {"count_include_pad", false}}, p);
     if (name == "skip_connect") return stride == 1 ? x : factorized_reduce(x, p, c);
     MNEMO_FAIL() << "model.genotype: unknown operation '" << name << "' (expected sep_conv_3x3, sep_conv_5x5, "
-                 << "dil_conv_3x3, dil_conv_5x5, max_pool_3x3, avg_pool_3x3 or skip_connect)";
+                 << "sep_conv_7x7, dil_conv_3x3, dil_conv_5x5, conv_7x1_1x7, max_pool_3x3, avg_pool_3x3 or skip_connect)";
   }
   EntryRef cell(EntryRef s0, EntryRef s1, const std::string& p, int64_t c, bool reduction, bool reduction_prev,
                 const Genotype& g) {

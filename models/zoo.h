@@ -26,7 +26,7 @@ namespace mnemo {
 // A DARTS genotype (Liu et al. 2019): per intermediate node of a cell, two (operation, input
 // state) pairs; states 0 and 1 are the cell's inputs, state 2+i intermediate node i; the cell's
 // output concatenates the states in *_concat. Operations: sep_conv_3x3, sep_conv_5x5,
-// dil_conv_3x3, dil_conv_5x5, max_pool_3x3, avg_pool_3x3, skip_connect.
+// sep_conv_7x7, dil_conv_3x3, dil_conv_5x5, conv_7x1_1x7, max_pool_3x3, avg_pool_3x3, skip_connect.
 struct Genotype {
   std::vector<std::pair<std::string, int>> normal, reduce;
   std::vector<int> normal_concat, reduce_concat;

@@ -32,7 +32,8 @@ Config zoo(const std::string& model, const std::string& shape, int batch) {
                           std::to_string(batch) + "}\ntrain: {steps: 1}\n",
                       "zoo.yaml");
 }
-const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts"};
+const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts",
+                                          "amoebanet"};
 Config model_config(int i) {
   switch (i) {
     case 0: return small_resnet();
@@ -41,7 +42,12 @@ Config model_config(int i) {
     case 3: return zoo("{type: mobilenet_v2, width_mult: 0.25}", "[3, 32, 32]", 2);
     case 4: return zoo("{type: densenet, depth: 121}", "[3, 32, 32]", 2);
     case 5: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
-    default: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
+    case 6: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
+    default: {  // AmoebaNet's cells (sep_conv_7x7, conv_7x1_1x7 with its 1x2 and 2x1 strides), shrunk
+      Config c = load_config(MNEMO_SOURCE_DIR "/configs/table2/amoebanet.yaml");
+      c.zoo.init_channels = 4, c.zoo.layers = 5, c.data.shape = {3, 16, 16}, c.data.batch = 2;
+      return c;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // parameter counts, forward FLOPs of convolutions and matrix products within 1% (the ResNets of
 // models/resnet.cpp too), and parameter
 // names and shapes that map a torchvision state dict by renaming; config errors.
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,19 @@ TEST(Zoo, DartsNetworkFromAGenotype) {
   EXPECT_EQ(c.zoo.genotype.reduce_concat, (std::vector<int>{2, 3}));
   const BuiltModel m = build_model(c, static_data_shape(c), 2, true);
   EXPECT_EQ(m.builder.graph().type(m.logits).shape, (Shape{2, 10}));
+}
+
+// Every shipped Table 2 config parses and builds (the NAS rows' genotypes included) at its batch.
+TEST(Zoo, Table2ConfigsBuild) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(MNEMO_SOURCE_DIR "/configs/table2")) {
+    SCOPED_TRACE(e.path().string());
+    const Config c = load_config(e.path().string());
+    const BuiltModel m = build_model(c, static_data_shape(c), c.data.batch, true);
+    EXPECT_EQ(m.builder.graph().type(m.logits).shape, (Shape{c.data.batch, c.data.classes}));
+    ++n;
+  }
+  EXPECT_EQ(n, 18);
 }
 
 TEST(Zoo, BadConfigsAndInputSizesAreClearErrors) {
