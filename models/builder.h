@@ -30,6 +30,7 @@ class ModelBuilder {
   explicit ModelBuilder(DType dtype = DType::f32) : dtype_(dtype) {}
   // false: batch_norm uses running statistics (evaluation graphs); no statistics updates.
   void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
 
   Graph& graph() { return g_; }
   const Graph& graph() const { return g_; }

@@ -274,7 +274,7 @@ void inception_v3(Net& n, EntryRef x, EntryRef y, bool aux_logits, int64_t class
   h = inc.c(h, "Mixed_6d", 160);
   h = inc.c(h, "Mixed_6e", 192);
   std::optional<EntryRef> aux;
-  if (aux_logits) aux = inc.aux(h, classes);
+  if (aux_logits && n.b_.training()) aux = inc.aux(h, classes);  // as torchvision: no auxiliary output in evaluation
   h = inc.d(h, "Mixed_7a");
   h = inc.e(h, "Mixed_7b");
   h = inc.e(h, "Mixed_7c");

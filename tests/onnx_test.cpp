@@ -152,6 +152,43 @@ TEST(Onnx, MatMulPlusBiasBecomesALinearLayer) {
   EXPECT_EQ(fc.inputs.size(), 3u);  // x, weight, bias
 }
 
+// Slice as PyTorch exports x[:, 1:]: ends = INT64_MAX ("to the end"), read exactly; a negative
+// start counts from the end.
+TEST(Onnx, OpenEndedAndNegativeSlices) {
+  TempDir d;
+  auto ints = [](onnx::GraphProto& g, const std::string& name, int64_t v) {
+    auto* t = g.add_initializer();
+    t->set_name(name), t->set_data_type(onnx::TensorProto::INT64), t->add_dims(1), t->add_int64_data(v);
+  };
+  for (const auto& [start, want_begin] : {std::pair<int64_t, int64_t>{1, 1}, {-3, 1}}) {
+    const std::string path = write_model(d, "slice.onnx", [&, start = start](onnx::GraphProto& g) {
+      g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(3);
+      ints(g, "starts", start), ints(g, "ends", INT64_MAX), ints(g, "axes", 1);
+      auto* n = g.add_node();
+      n->set_op_type("Slice"), n->set_name("cut");
+      for (const char* in : {"x", "starts", "ends", "axes"}) n->add_input(in);
+      n->add_output("y");
+    });
+    const Config cfg = parse_config(import_onnx(path).yaml, "slice.yaml");
+    const BuiltModel m = build_model(cfg, static_data_shape(cfg), 2, true);
+    const Node& cut = m.builder.graph().node(m.logits.node);
+    EXPECT_EQ(cut.op->name, "slice");
+    EXPECT_EQ(std::get<int64_t>(cut.attrs.at("begin")), want_begin);
+    EXPECT_FALSE(cut.attrs.count("end"));
+    EXPECT_EQ(m.builder.graph().type(m.logits).shape, (Shape{2, 3}));
+  }
+  // An axis outside the rank is an error naming the node, not a crash.
+  const std::string bad = write_model(d, "slice_axis.onnx", [&](onnx::GraphProto& g) {
+    ints(g, "starts", 0), ints(g, "ends", 2), ints(g, "axes", -5);
+    auto* n = g.add_node();
+    n->set_op_type("Slice"), n->set_name("cut");
+    for (const char* in : {"x", "starts", "ends", "axes"}) n->add_input(in);
+    n->add_output("y");
+  });
+  const std::string m = import_error(bad);
+  EXPECT_NE(m.find("node 'cut' (Slice): axis -5 is outside the input's rank 2"), std::string::npos) << m;
+}
+
 TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
   TempDir d;
   std::string m = import_error(write_model(d, "erf.onnx", [](onnx::GraphProto& g) {
@@ -185,6 +222,28 @@ TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
     n->set_op_type("Relu"), n->add_input("x"), n->add_output("y");
   }));
   EXPECT_NE(m.find("--batch"), std::string::npos) << m;
+  // A node without inputs or outputs, and a parameter whose data does not fill its declared shape.
+  m = import_error(write_model(d, "noin.onnx", [](onnx::GraphProto& g) {
+    auto* n = g.add_node();
+    n->set_op_type("Relu"), n->set_name("lonely"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("node 'lonely' (Relu): needs 1 input(s)"), std::string::npos) << m;
+  m = import_error(write_model(d, "noout.onnx", [](onnx::GraphProto& g) {
+    auto* n = g.add_node();
+    n->set_op_type("Relu"), n->set_name("sink"), n->add_input("x");
+  }));
+  EXPECT_NE(m.find("node 'sink' (Relu): the node has no output"), std::string::npos) << m;
+  m = import_error(write_model(d, "short.onnx", [](onnx::GraphProto& g) {
+    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(3);
+    auto* w = g.add_initializer();
+    w->set_name("w"), w->set_data_type(onnx::TensorProto::FLOAT), w->add_dims(3), w->add_dims(4);
+    for (int i = 0; i < 5; ++i) w->add_float_data(1);
+    auto* n = g.add_node();
+    n->set_op_type("Gemm"), n->set_name("fc"), n->add_input("x"), n->add_input("w"), n->add_output("y");
+    auto* t = n->add_attribute();
+    t->set_name("transB"), t->set_type(onnx::AttributeProto::INT), t->set_i(1);
+  }));
+  EXPECT_NE(m.find("holds 5 values for its 12 elements"), std::string::npos) << m;
   m = import_error(d.file("junk.onnx", "this is not a protobuf message at all \x01\x02\x03"));
   EXPECT_NE(m.find("junk.onnx: not an ONNX model"), std::string::npos) << m;
   std::ofstream(d.file("empty.onnx")).close();

@@ -21,6 +21,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -148,13 +149,15 @@ class Importer {
     return it == consts_.end() ? nullptr : it->second;
   }
   std::vector<double> values(const onnx::TensorProto& t, const std::string& what) const;
+  int64_t element_count(const onnx::TensorProto& t, const std::string& what) const;  // checked
   std::vector<int64_t> const_ints(const onnx::NodeProto& n, int input) const {
     const onnx::TensorProto* t = n.input_size() > input && !n.input(input).empty() ? constant(n.input(input)) : nullptr;
     if (!t) fail_node(n, "input " + std::to_string(input) + " must be a constant (an initializer or a Constant node)");
-    std::vector<int64_t> out;
-    for (double v : values(*t, n.input(input))) out.push_back(static_cast<int64_t>(v));
-    return out;
+    return ints(*t, n.input(input));
   }
+  // An integer tensor's values exactly (INT64_MAX, ONNX's "to the end", stays itself); float
+  // tensors are rounded and clamped to +-2^62.
+  std::vector<int64_t> ints(const onnx::TensorProto& t, const std::string& what) const;
   bool has_input(const onnx::NodeProto& n, int i) const { return n.input_size() > i && !n.input(i).empty(); }
 
   // A parameter input: an initializer (with its data) or, in structure-only exports, a graph input.
@@ -204,14 +207,14 @@ class Importer {
   std::map<std::string, std::string> param_names_;  // ONNX value -> mnemo parameter name
   std::map<std::string, size_t> fc_of_;    // ONNX value produced by a bias-less fully_connected -> node index
   std::map<std::string, int> uses_;        // ONNX value -> how many node inputs and graph outputs read it
-  std::set<std::string> used_{"data", "labels", "loss"};
+  std::set<std::string> used_{"data", "labels", "loss", "rng/step"};
   std::vector<ParamOut> params_;
   std::vector<NodeOut> nodes_;
   int unused_bn_outputs_ = 0, dropout_masks_ = 0;
   OnnxImport out_;
 };
 
-std::vector<double> Importer::values(const onnx::TensorProto& t, const std::string& what) const {
+int64_t Importer::element_count(const onnx::TensorProto& t, const std::string& what) const {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' keeps its data in an external file, which mnemo does not read "
                  << "(save the model with its data inside, e.g. onnx.save(model, path, save_as_external_data=False))";
@@ -221,12 +224,17 @@ std::vector<double> Importer::values(const onnx::TensorProto& t, const std::stri
       MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' has a negative dimension or more than 2^40 elements";
     n *= d;
   }
+  return n;
+}
+
+std::vector<double> Importer::values(const onnx::TensorProto& t, const std::string& what) const {
+  const int64_t n = element_count(t, what);
   std::vector<double> v;
-  v.reserve(static_cast<size_t>(n));
   const std::string& raw = t.raw_data();
   auto from_raw = [&]<class T>() {
     if (raw.size() != static_cast<size_t>(n) * sizeof(T))
       MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' has " << raw.size() << " bytes of data for " << n << " elements";
+    v.reserve(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       T x;
       std::memcpy(&x, raw.data() + i * sizeof(T), sizeof(T));
@@ -259,10 +267,49 @@ std::vector<double> Importer::values(const onnx::TensorProto& t, const std::stri
   return v;
 }
 
+std::vector<int64_t> Importer::ints(const onnx::TensorProto& t, const std::string& what) const {
+  const bool i64 = t.data_type() == onnx::TensorProto::INT64, i32 = t.data_type() == onnx::TensorProto::INT32;
+  if (!i64 && !i32) {
+    std::vector<int64_t> out;
+    for (double v : values(t, what)) {
+      if (!std::isfinite(v)) MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' holds " << v << " where an integer is needed";
+      out.push_back(static_cast<int64_t>(std::clamp(v, -4.6e18, 4.6e18)));
+    }
+    return out;
+  }
+  const int64_t n = element_count(t, what);
+  const std::string& raw = t.raw_data();
+  std::vector<int64_t> out;
+  if (!raw.empty()) {
+    const size_t width = i64 ? 8 : 4;
+    if (raw.size() != static_cast<size_t>(n) * width)
+      MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' has " << raw.size() << " bytes of data for " << n << " elements";
+    for (int64_t i = 0; i < n; ++i) {
+      if (i64) {
+        int64_t x;
+        std::memcpy(&x, raw.data() + i * 8, 8);
+        out.push_back(x);
+      } else {
+        int32_t x;
+        std::memcpy(&x, raw.data() + i * 4, 4);
+        out.push_back(x);
+      }
+    }
+  } else if (i64) {
+    out.assign(t.int64_data().begin(), t.int64_data().end());
+  } else {
+    out.assign(t.int32_data().begin(), t.int32_data().end());
+  }
+  if (static_cast<int64_t>(out.size()) != n)
+    MNEMO_FAIL() << file_ << ": tensor '" << printable(what) << "' holds " << out.size() << " values for its " << n << " elements";
+  return out;
+}
+
 std::string Importer::param(const onnx::NodeProto& n, int input, Role role, bool transpose) {
   if (!has_input(n, input)) fail_node(n, "input " + std::to_string(input) + " is missing");
   const std::string& value = n.input(input);
-  auto done = param_names_.find(value);
+  const std::string key = transpose ? value + "\n(transposed)" : value;  // a weight read both ways is two params
+  auto done = param_names_.find(key);
   if (done != param_names_.end()) return done->second;
   const onnx::TensorProto* t = constant(value);
   Shape shape;
@@ -298,6 +345,8 @@ std::string Importer::param(const onnx::NodeProto& n, int input, Role role, bool
   }
   if (t) {
     const std::vector<double> v = values(*t, value);
+    if (static_cast<int64_t>(v.size()) != numel(shape))
+      fail_node(n, "parameter '" + value + "' holds " + std::to_string(v.size()) + " values for its shape " + shape_str(shape));
     Tensor w(DType::f32, shape);
     float* d = w.as<float>();
     if (transpose) {  // stored [in, out] in ONNX, [out, in] in mnemo
@@ -309,7 +358,7 @@ std::string Importer::param(const onnx::NodeProto& n, int input, Role role, bool
     }
     out_.weights.emplace_back(p.name, std::move(w));
   }
-  param_names_[value] = p.name;
+  param_names_[key] = p.name;
   params_.push_back(p);
   return p.name;
 }
@@ -318,6 +367,15 @@ void Importer::convert(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     fail_node(n, "operator domain '" + n.domain() + "' is not the standard ONNX domain");
+  if (n.output_size() < 1 || n.output(0).empty()) fail_node(n, "the node has no output");
+  auto need = [&](int k) {
+    for (int i = 0; i < k; ++i)
+      if (!has_input(n, i)) fail_node(n, "needs " + std::to_string(k) + " input(s), input " + std::to_string(i) + " is missing");
+  };
+  if (op != "Constant") need(1);
+  if (op == "Conv" || op == "Gemm" || op == "MatMul" || op == "Add" || op == "Mul" || op == "Reshape") need(2);
+  if (op == "Slice") need(3);
+  if (op == "BatchNormalization") need(5);
   auto out = [&](const std::string& name, int k = 0) { refs_[n.output(k)] = name; };
   if (op == "Constant") {
     const auto* a = attr(n, "value");
@@ -451,17 +509,30 @@ void Importer::convert(const onnx::NodeProto& n) {
     const std::vector<int64_t> steps = has_input(n, 4) ? const_ints(n, 4) : std::vector<int64_t>{1};
     if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1 || steps[0] != 1)
       fail_node(n, "only slices along one axis with step 1 are supported");
-    Attrs a{{"axis", axes[0]}, {"begin", starts[0]}};
     const Shape in = shape_of(n.input(0));
-    const int64_t extent = in.empty() ? -1 : in[static_cast<size_t>(axes[0] < 0 ? axes[0] + static_cast<int64_t>(in.size()) : axes[0])];
-    if (!(ends[0] >= INT32_MAX || (extent >= 0 && ends[0] >= extent))) a["end"] = ends[0];
+    int64_t axis = axes[0], begin = starts[0], end = ends[0];
+    if (!in.empty()) {  // ONNX's rules: negative axis and indices count from the end, indices are clamped
+      const int64_t rank = static_cast<int64_t>(in.size());
+      if (axis < -rank || axis >= rank) fail_node(n, "axis " + std::to_string(axis) + " is outside the input's rank " + std::to_string(rank));
+      if (axis < 0) axis += rank;
+      const int64_t extent = in[static_cast<size_t>(axis)];
+      auto clamp_index = [&](int64_t i) { return std::clamp(i < 0 ? std::max<int64_t>(i, -extent) + extent : i, int64_t{0}, extent); };
+      begin = clamp_index(begin), end = clamp_index(end);
+      if (begin >= end) fail_node(n, "the slice [" + std::to_string(starts[0]) + ", " + std::to_string(ends[0]) + ") of axis " +
+                                         std::to_string(axis) + " (extent " + std::to_string(extent) + ") is empty");
+      if (end == extent) end = INT64_MAX;
+    }
+    Attrs a{{"axis", axis}, {"begin", begin}};
+    if (end < INT64_MAX) a["end"] = end;  // else: to the end
     out(add(n, "slice", {ref(n, 0)}, a));
   } else if (op == "Dropout") {
     double p = attr_float(n, "ratio", 0.5);
     if (has_input(n, 1)) {
       const onnx::TensorProto* t = constant(n.input(1));
       if (!t) fail_node(n, "the ratio input must be a constant");
-      p = values(*t, n.input(1)).at(0);
+      const std::vector<double> r = values(*t, n.input(1));
+      if (r.size() != 1) fail_node(n, "the ratio input must hold one value");
+      p = r[0];
     }
     if (n.output_size() > 1 && !n.output(1).empty()) ++dropout_masks_;
     out(add(n, "dropout", {ref(n, 0)}, {{"p", p}}));
