@@ -189,6 +189,26 @@ TEST(Onnx, OpenEndedAndNegativeSlices) {
   EXPECT_NE(m.find("node 'cut' (Slice): axis -5 is outside the input's rank 2"), std::string::npos) << m;
 }
 
+// ReduceMean over H and W (the dynamo exporter's adaptive average pool), axes given as an input.
+TEST(Onnx, ReduceMeanOverHeightAndWidthIsAGlobalAveragePool) {
+  TempDir d;
+  const std::string path = write_model(d, "mean.onnx", [](onnx::GraphProto& g) {
+    auto* dims = g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    dims->add_dim()->set_dim_value(3), dims->add_dim()->set_dim_value(3);
+    auto* axes = g.add_initializer();
+    axes->set_name("axes"), axes->set_data_type(onnx::TensorProto::INT64), axes->add_dims(2);
+    axes->add_int64_data(-1), axes->add_int64_data(2);
+    auto* n = g.add_node();
+    n->set_op_type("ReduceMean"), n->add_input("x"), n->add_input("axes"), n->add_output("y");
+    auto* k = n->add_attribute();
+    k->set_name("keepdims"), k->set_type(onnx::AttributeProto::INT), k->set_i(0);
+  });
+  const Config cfg = parse_config(import_onnx(path).yaml, "mean.yaml");
+  const BuiltModel m = build_model(cfg, static_data_shape(cfg), 2, true);
+  EXPECT_EQ(m.builder.graph().node(m.logits.node).op->name, "global_avg_pool");
+  EXPECT_EQ(m.builder.graph().type(m.logits).shape, (Shape{2, 4}));
+}
+
 TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
   TempDir d;
   std::string m = import_error(write_model(d, "erf.onnx", [](onnx::GraphProto& g) {

@@ -33,6 +33,8 @@ The PyTorch models are built from torch.nn modules so that the layouts are PyTor
              torchvision's with / for . and batch norm weight/bias as gamma/beta (models/zoo.h)
     inception_<k> = models/zoo.cpp's build_inception_block_net(k, batch 3, 9x9, width 8, c 4, 5
              classes): torchvision's BasicConv2d stem and Inception<K> block, average pool, fc
+    (densenet and inception_<k>: the expected values computed in float64 from the float32 initial
+    values, then stored as float32)
 docs/FORMATS.md describes the files and the naming scheme.
 """
 import argparse
@@ -243,35 +245,41 @@ def make_inception(kind):
 
 # ---- fixtures ----
 
-def write_model(out, tag, make, meta):
+def write_model(out, tag, make, meta, reference_dtype=torch.float32):
+    """The fixture files of one model. reference_dtype float64: PyTorch computes the expected values
+    in float64 from the same float32 initial values and batch (saved as float32), so the reference
+    carries no float32 rounding of its own (the zoo models: their first batch norm's weight gradient
+    sums thousands of terms that nearly cancel, and PyTorch's float32 sum differs from the exact one
+    by ~1e-4 of the tensor's largest value)."""
     model, names_of, data, labels = make()
     init = {n: t.detach().clone().contiguous() for n, (t, _) in names_of(model).items()}
     save_file(init, os.path.join(out, f"{tag}_init.safetensors"), meta)
     save_file({"data": data.contiguous(), "labels": labels.contiguous()},
               os.path.join(out, f"{tag}_batch.safetensors"), meta)
 
-    model = copy.deepcopy(model)
+    model = copy.deepcopy(model).to(reference_dtype)
     model.train()
     named = names_of(model)
+    x = data.to(reference_dtype)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], **SGD)
     expected, losses = {}, []
     for step in range(STEPS):
         opt.zero_grad()
-        loss = model.loss(data, labels)
+        loss = model.loss(x, labels)
         loss.backward()
         if step == 0:
-            expected["loss"] = loss.detach().clone().reshape(())
+            expected["loss"] = loss.detach().clone().reshape(()).float()
             for n, (t, trainable) in named.items():
                 if trainable:
-                    expected[f"grad/{n}"] = t.grad.detach().clone().contiguous()
+                    expected[f"grad/{n}"] = t.grad.detach().clone().contiguous().float()
         losses.append(loss.item())
         opt.step()
     expected["losses_10"] = torch.tensor(losses, dtype=torch.float64)
     for n, (t, trainable) in named.items():
         if not trainable:
-            expected[f"running/{n}"] = t.detach().clone().contiguous()
+            expected[f"running/{n}"] = t.detach().clone().contiguous().float()
     save_file(expected, os.path.join(out, f"{tag}_expected.safetensors"), meta)
-    print(f"{tag}: {len(init)} tensors, loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+    print(f"{tag}: {len(init)} tensors, loss {losses[0]:.6f} -> {losses[-1]:.6f} (reference in {reference_dtype})")
 
 
 def write_compat(out):
@@ -316,11 +324,13 @@ def main():
         write_compat(args.out)
     if "densenet" in models:
         write_model(args.out, "densenet", make_densenet,
-                    {"generator": meta + "torchvision DenseNet(growth 4, blocks (2,2), init 8, bn_size 2), batch 4, 3x16x16, classes 5"})
+                    {"generator": meta + "torchvision DenseNet(growth 4, blocks (2,2), init 8, bn_size 2), batch 4, 3x16x16, "
+                                         "classes 5; reference in float64"}, torch.float64)
     for kind in "abc":
         if f"inception_{kind}" in models:
             write_model(args.out, f"inception_{kind}", make_inception(kind.upper()),
-                        {"generator": meta + f"stem BasicConv2d(3, 8) + torchvision Inception{kind.upper()}(8, 4) + fc, batch 3, 3x9x9, classes 5"})
+                        {"generator": meta + f"stem BasicConv2d(3, 8) + torchvision Inception{kind.upper()}(8, 4) + fc, batch 3, "
+                                             f"3x9x9, classes 5; reference in float64"}, torch.float64)
 
 
 if __name__ == "__main__":

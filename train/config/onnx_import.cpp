@@ -6,6 +6,7 @@
 //   MaxPool, AveragePool      max_pool2d / avg_pool2d {kernel, stride, padding, ceil_mode,
 //                             count_include_pad}
 //   GlobalAveragePool         global_avg_pool, then a reshape to [N, C, 1, 1] (a view)
+//   ReduceMean over H, W      the same (without the reshape when keepdims = 0)
 //   Gemm                      fully_connected (transB = 1; with transB = 0 the weight is stored
 //                             transposed); MatMul by a 2-D parameter likewise, and a following
 //                             Add of a 1-D parameter becomes its bias
@@ -446,6 +447,23 @@ void Importer::convert(const onnx::NodeProto& n) {
     if (s.size() != 4) fail_node(n, "needs a 4-D input of known shape (ONNX's shape inference gave " + shape_str(s) + ")");
     const std::string pooled = add(n, "global_avg_pool", {ref(n, 0)}, {}, 0, "/pool");
     out(add(n, "reshape", {pooled}, {{"shape", std::vector<int64_t>{s[0], s[1], 1, 1}}}));
+  } else if (op == "ReduceMean") {
+    // The mean over H and W of a 4-D tensor (the dynamo exporter's adaptive average pool to 1x1).
+    std::vector<int64_t> axes = has_input(n, 1) ? const_ints(n, 1) : attr_ints(n, "axes", {});
+    for (int64_t& a : axes)
+      if (a < 0) a += 4;
+    std::sort(axes.begin(), axes.end());
+    const Shape s = shape_of(n.input(0));
+    if (axes != std::vector<int64_t>{2, 3} || (!s.empty() && s.size() != 4))
+      fail_node(n, "only the mean over axes 2 and 3 (H and W) of a 4-D tensor is supported");
+    const bool keep = attr_int(n, "keepdims", 1) != 0;
+    const std::string pooled = add(n, "global_avg_pool", {ref(n, 0)}, {}, 0, keep ? "/pool" : "");
+    if (!keep) {
+      out(pooled);
+    } else {
+      if (s.size() != 4) fail_node(n, "needs a 4-D input of known shape (ONNX's shape inference gave " + shape_str(s) + ")");
+      out(add(n, "reshape", {pooled}, {{"shape", std::vector<int64_t>{s[0], s[1], 1, 1}}}));
+    }
   } else if (op == "Flatten") {
     out(add(n, "flatten", {ref(n, 0)}, {{"axis", attr_int(n, "axis", 1)}}));
   } else if (op == "Reshape") {
@@ -538,8 +556,8 @@ void Importer::convert(const onnx::NodeProto& n) {
     out(add(n, "dropout", {ref(n, 0)}, {{"p", p}}));
   } else {
     fail_node(n, "unsupported ONNX operator; mnemo imports Conv, BatchNormalization, Relu, Clip, Sigmoid, Tanh, MaxPool, "
-                 "AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias), Flatten, Reshape, Concat, Split, Slice, "
-                 "Add, Mul, Dropout, Identity, Cast and Constant");
+                 "AveragePool, GlobalAveragePool, ReduceMean (over H, W), Gemm, MatMul (+ Add of a bias), Flatten, Reshape, "
+                 "Concat, Split, Slice, Add, Mul, Dropout, Identity, Cast and Constant");
   }
 }
 
