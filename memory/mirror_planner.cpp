@@ -1,10 +1,14 @@
 // Mirror planners (see mirror_planner.h).
 #include "memory/mirror_planner.h"
 
+#include <numeric>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
+
+#include "memory/optimal_checkpoints.h"
 
 namespace mnemo {
 namespace {
@@ -30,6 +34,7 @@ MemoryMode parse_memory_mode(const std::string& name) {
   if (name == "drop-bn-relu") m.mirror = MirrorStrategy::drop_bn_relu;
   else if (name == "sublinear") m.mirror = MirrorStrategy::sublinear;
   else if (name == "recursive") m.mirror = MirrorStrategy::recursive;
+  else if (name == "optimal") m.mirror = MirrorStrategy::optimal;
   else if (name.rfind("recursive=", 0) == 0) {
     m.mirror = MirrorStrategy::recursive;
     try {
@@ -41,12 +46,12 @@ MemoryMode parse_memory_mode(const std::string& name) {
     }
   } else {
     MNEMO_FAIL() << "unknown memory mode '" << name
-                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive or recursive=DEPTH)";
+                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH or optimal)";
   }
   return m;
 }
 
-std::vector<std::string> all_memory_modes() { return {"none", "inplace", "share", "drop-bn-relu", "sublinear", "recursive"}; }
+std::vector<std::string> all_memory_modes() { return {"none", "inplace", "share", "drop-bn-relu", "sublinear", "recursive", "optimal"}; }
 
 std::vector<Cut> find_cuts(const Graph& g) {
   const int n = static_cast<int>(g.size());
@@ -166,6 +171,22 @@ MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int dept
   return m;
 }
 
+namespace {
+// optimal: how many of the least-objective solutions are scored by exact plans, and how far above
+// the least objective the search keeps collecting them.
+constexpr size_t kOptimalCandidates = 4;
+constexpr double kOptimalSlack = 0.5;
+}  // namespace
+
+std::vector<double> sublinear_budgets(const Graph& fwd, const std::vector<Cut>& cuts) {
+  double x = 0, y = 0;
+  budget_plan(fwd, cuts, 0.0, &x, &y, nullptr);
+  const double b = std::sqrt(x * y);
+  std::vector<double> budgets{0.0, b};
+  for (int i = 0; i < 6; ++i) budgets.push_back(b / std::sqrt(2.0) * std::pow(2.0, i / 5.0));  // 6 points, B/sqrt2 .. sqrt2 B
+  return budgets;
+}
+
 MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
                          const SgdSpec* sgd, const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -182,6 +203,23 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     r.planned = plan_training_step(r.training, mode.alloc, device);
     return r;
   };
+  // Scores `plans` in parallel (they are independent); results in the order given.
+  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans) {
+    std::vector<MirrorResult> rs(plans.size());
+    // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
+    std::vector<std::exception_ptr> errors(plans.size());
+#pragma omp parallel for schedule(dynamic)
+    for (size_t i = 0; i < plans.size(); ++i) {
+      try {
+        rs[i] = evaluate(plans[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    return rs;
+  };
   MirrorResult best;
   switch (mode.mirror) {
     case MirrorStrategy::none: best = evaluate(apply({})); break;
@@ -195,46 +233,97 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       best = evaluate(apply(recursive_plan(fwd, cuts, depth)));
       break;
     }
-    case MirrorStrategy::sublinear: {
-      const std::vector<Cut> cuts = find_cuts(fwd);
-      std::vector<SearchStep> log;
-      auto score = [](const MirrorResult& r) { return r.planned.report.arena_bytes; };
-      // Scores the plans of `budgets` (in parallel: they are independent) and keeps the best; ties
-      // go to the earlier budget, so the result does not depend on the thread count.
-      auto run = [&](const std::vector<double>& budgets) {
-        std::vector<MirrorResult> rs(budgets.size());
-        std::vector<int> kept(budgets.size());
-        // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
-        std::vector<std::exception_ptr> errors(budgets.size());
-#pragma omp parallel for schedule(dynamic)
-        for (size_t i = 0; i < budgets.size(); ++i) {
-          try {
-            rs[i] = evaluate(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
-          } catch (...) {
-            errors[i] = std::current_exception();
-          }
-        }
-        for (const std::exception_ptr& e : errors)
-          if (e) std::rethrow_exception(e);
-        for (size_t i = 0; i < budgets.size(); ++i) {
-          const MemoryReport& rep = rs[i].planned.report;
-          log.push_back({budgets[i], kept[i], rep.feature_map_bytes, rep.workspace_bytes, rep.arena_bytes, rep.recompute_flops, false});
-          if (best.training.graph.size() == 0 || score(rs[i]) < score(best)) best = std::move(rs[i]);
-        }
-      };
-      double x = 0, y = 0;
-      budget_plan(fwd, cuts, 0.0, &x, &y, nullptr);
-      const double b = std::sqrt(x * y);
-      std::vector<double> budgets{0.0, b};
-      for (int i = 0; i < 6; ++i) budgets.push_back(b / std::sqrt(2.0) * std::pow(2.0, i / 5.0));  // 6 points, B/sqrt2 .. sqrt2 B
-      run(budgets);
-      for (SearchStep& s : log) s.chosen = s.arena_bytes == best.planned.report.arena_bytes;
-      // Mark only the first equal entry as chosen.
-      bool seen = false;
-      for (SearchStep& s : log) {
-        if (s.chosen && seen) s.chosen = false;
-        seen |= s.chosen;
+    case MirrorStrategy::optimal: {
+      const auto s0 = std::chrono::steady_clock::now();
+      const CheckpointGraph cg = checkpoint_graph(fwd, loss.node);
+      const DivisionTree tree = division_tree(cg);
+      const OptimalSearch search = optimal_checkpoints(cg, tree, kOptimalSlack);
+      // Candidates, each a 0/1 mirror plan scored by its exact plan:
+      //   paper      the least objectives (ties: the larger max term, found first);
+      //   refined    each of those after refine_checkpoints (segments with several entries);
+      //   keep-all   max term 0, `share`'s plan (the objective ranks it last, but where the
+      //              backward pass needs little of the forward the exact plan can prefer it);
+      //   sublinear  Chen's cut plans of `sublinear` (its budget search): the papers' segments
+      //              have one entry, so a step boundary of a 2-layer LSTM (h and c of each layer)
+      //              is no checkpoint set of theirs, and Chen's cuts win there.
+      std::vector<size_t> order(search.solutions.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return search.solutions[a].objective() < search.solutions[b].objective();
+      });
+      if (order.size() > kOptimalCandidates) order.resize(kOptimalCandidates);
+      std::vector<CheckpointSolution> sols;
+      std::vector<std::string> origin;
+      for (size_t i : order) sols.push_back(solve_max_term(cg, tree, search.solutions[i].max_term)), origin.push_back("paper");
+      for (size_t i = 0, n = sols.size(); i < n; ++i) {
+        CheckpointSolution r = refine_checkpoints(cg, sols[i]);
+        bool seen = false;
+        for (const CheckpointSolution& c : sols) seen |= c.checkpoints == r.checkpoints;
+        if (!seen) sols.push_back(std::move(r)), origin.push_back("refined");
       }
+      bool all_kept = false;
+      for (const CheckpointSolution& c : sols) all_kept |= c.max_segment_bytes == 0;
+      if (!all_kept) sols.push_back(solve_max_term(cg, tree, 0)), origin.push_back("keep-all");
+      std::vector<MirrorPlan> plans;
+      std::vector<SearchStep> log;
+      for (size_t i = 0; i < sols.size(); ++i) {
+        plans.push_back(apply(checkpoint_mirror_plan(cg, sols[i].checkpoints, fwd.size())));
+        SearchStep st;
+        st.budget = static_cast<double>(sols[i].max_term);
+        st.kept_cuts = static_cast<int>(sols[i].checkpoints.size());
+        st.objective_bytes = sols[i].objective();
+        st.origin = origin[i];
+        log.push_back(st);
+      }
+      const double search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      const std::vector<Cut> cuts = find_cuts(fwd);
+      for (double budget : sublinear_budgets(fwd, cuts)) {
+        SearchStep st;
+        st.budget = budget;
+        plans.push_back(apply(budget_plan(fwd, cuts, budget, nullptr, nullptr, &st.kept_cuts)));
+        st.origin = "sublinear";
+        log.push_back(st);
+      }
+      std::vector<MirrorResult> rs = evaluate_all(plans);
+      size_t chosen = 0;
+      for (size_t i = 1; i < rs.size(); ++i)
+        if (rs[i].planned.report.arena_bytes < rs[chosen].planned.report.arena_bytes) chosen = i;
+      for (size_t i = 0; i < rs.size(); ++i) {
+        const MemoryReport& rep = rs[i].planned.report;
+        log[i].feature_map_bytes = rep.feature_map_bytes, log[i].workspace_bytes = rep.workspace_bytes;
+        log[i].arena_bytes = rep.arena_bytes, log[i].recompute_flops = rep.recompute_flops, log[i].chosen = i == chosen;
+      }
+      best = std::move(rs[chosen]);
+      best.search = std::move(log);
+      best.model_optimum = search.solutions.empty() ? -1 : search.solutions[search.best].objective();
+      best.model_objective = chosen < sols.size() ? sols[chosen].objective() : -1;
+      best.max_terms = search.max_terms;
+      best.tree_segments = static_cast<int>(tree.segments.size());
+      best.search_seconds = search_seconds;
+      break;
+    }
+    case MirrorStrategy::sublinear: {
+      // Scores the plans of every budget and keeps the least arena; ties go to the earlier
+      // budget, so the result does not depend on the thread count.
+      const std::vector<Cut> cuts = find_cuts(fwd);
+      const std::vector<double> budgets = sublinear_budgets(fwd, cuts);
+      std::vector<MirrorPlan> plans;
+      std::vector<int> kept(budgets.size());
+      for (size_t i = 0; i < budgets.size(); ++i) plans.push_back(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
+      std::vector<MirrorResult> rs = evaluate_all(plans);
+      size_t chosen = 0;
+      for (size_t i = 1; i < rs.size(); ++i)
+        if (rs[i].planned.report.arena_bytes < rs[chosen].planned.report.arena_bytes) chosen = i;
+      std::vector<SearchStep> log;
+      for (size_t i = 0; i < rs.size(); ++i) {
+        const MemoryReport& rep = rs[i].planned.report;
+        SearchStep st;
+        st.budget = budgets[i], st.kept_cuts = kept[i], st.feature_map_bytes = rep.feature_map_bytes;
+        st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops;
+        st.chosen = i == chosen;
+        log.push_back(st);
+      }
+      best = std::move(rs[chosen]);
       best.search = std::move(log);
       break;
     }

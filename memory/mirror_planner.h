@@ -7,6 +7,10 @@
 //                 arena bytes (feature maps, gradients, workspace) win (Sec. 4.3)
 //   recursive     nested mirror counts: cuts chosen by recursive bisection (k per level), a cut
 //                 at level L gets m = L - 1, everything else m = depth (Sec. 4.4, g(n) = k log_{k+1} n)
+//   optimal       Feng & Huang's least-objective checkpoint set on the whole DAG
+//                 (memory/optimal_checkpoints.h), m in {0, 1}; the optimum and its near-optimal
+//                 candidates, each also refined with several-entry segments, keeping everything
+//                 and sublinear's cut plans are scored by their exact plans; the least arena wins
 // Candidate cuts are found in the graph itself, so generic graphs work too: after each forward
 // node p, the crossing set S_p = the non-leaf values computed at or before p and read after p.
 // A position is a candidate when S_p's bytes are a local minimum (ResNet: residual block outputs;
@@ -23,7 +27,7 @@
 
 namespace mnemo {
 
-enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive };
+enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive, optimal };
 
 // A memory mode (docs/MEMORY.md): allocation + mirror strategy.
 struct MemoryMode {
@@ -32,7 +36,7 @@ struct MemoryMode {
   MirrorStrategy mirror = MirrorStrategy::none;
   int depth = 0;  // recursive: levels (0 = enough to reach segments of one cut)
 };
-// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH
+// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal
 MemoryMode parse_memory_mode(const std::string& name);
 std::vector<std::string> all_memory_modes();  // the names above (recursive with automatic depth)
 
@@ -44,8 +48,10 @@ struct Cut {
 std::vector<Cut> find_cuts(const Graph& forward);
 
 struct SearchStep {
-  double budget = 0;
-  int kept_cuts = 0;
+  double budget = 0;             // sublinear: the budget B; optimal: the max term C
+  int kept_cuts = 0;             // sublinear: cuts kept; optimal: checkpoints
+  int64_t objective_bytes = -1;  // optimal: the papers' objective of the candidate (-1: not scored)
+  std::string origin;            // optimal: paper, refined, keep-all or sublinear (see plan_mirror)
   int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
   double recompute_flops = 0;
   bool chosen = false;
@@ -55,8 +61,13 @@ struct MirrorResult {
   MirrorPlan mirror;
   TrainingGraph training;
   PlannedStep planned;
-  std::vector<SearchStep> search;  // sublinear: every budget tried
+  std::vector<SearchStep> search;  // sublinear: every budget tried; optimal: every candidate scored
   double planning_seconds = 0;     // mirror search + memory planning
+  // optimal: the papers' objective of their optimum and of the plan chosen (bytes), the max terms
+  // tried and the division tree's size
+  int64_t model_optimum = -1, model_objective = -1;
+  int max_terms = 0, tree_segments = 0;
+  double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,
@@ -70,6 +81,9 @@ MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& 
 MirrorPlan drop_bn_relu_plan(const Graph& forward);
 MirrorPlan budget_plan(const Graph& forward, const std::vector<Cut>& cuts, double budget, double* x, double* y,
                        int* kept);  // Alg. 3
+// The budgets of sublinear's search (Appendix A): B = 0, B = sqrt(x y), then 6 points on
+// [B / sqrt 2, sqrt 2 B].
+std::vector<double> sublinear_budgets(const Graph& forward, const std::vector<Cut>& cuts);
 MirrorPlan recursive_plan(const Graph& forward, const std::vector<Cut>& cuts, int depth, int k = 1);
 
 }  // namespace mnemo

@@ -118,10 +118,22 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     nlohmann::json j = mnemo::to_json(r);
     nlohmann::json search = nlohmann::json::array();
     for (const mnemo::SearchStep& s : mr.search)
-      search.push_back({{"budget", s.budget}, {"kept_cuts", s.kept_cuts}, {"feature_map_bytes", s.feature_map_bytes},
-                        {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
-                        {"chosen", s.chosen}});
+      if (!s.origin.empty())
+        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
+                          {"feature_map_bytes", s.feature_map_bytes}, {"workspace_bytes", s.workspace_bytes},
+                          {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
+      else
+        search.push_back({{"budget", s.budget}, {"kept_cuts", s.kept_cuts}, {"feature_map_bytes", s.feature_map_bytes},
+                          {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
+                          {"chosen", s.chosen}});
     if (!mr.search.empty()) j["search"] = search;
+    if (mr.model_optimum >= 0) {
+      j["model_optimum_bytes"] = mr.model_optimum;
+      j["model_objective_bytes"] = mr.model_objective;
+      j["max_terms"] = mr.max_terms;
+      j["division_segments"] = mr.tree_segments;
+      j["search_seconds"] = mr.search_seconds;
+    }
     out["modes"].push_back(j);
     if (json) continue;
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
@@ -131,7 +143,19 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
+    if (mr.model_optimum >= 0)
+      std::printf("    papers' objective: optimum %s, chosen plan %s; %d max terms, %d segments in the division tree, search %.3f s\n",
+                  mnemo::format_bytes(mr.model_optimum).c_str(), mnemo::format_bytes(mr.model_objective).c_str(), mr.max_terms,
+                  mr.tree_segments, mr.search_seconds);
     for (const mnemo::SearchStep& s : mr.search)
+      if (!s.origin.empty())
+        std::printf("    %-9s %s %10s: %4d %s, objective %10s, feature maps %10s, arena %10s, recompute %.3g GFLOP%s\n", s.origin.c_str(),
+                    s.origin == "sublinear" ? "budget  " : "max term", mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts,
+                    s.origin == "sublinear" ? "cuts       " : "checkpoints",
+                    s.objective_bytes >= 0 ? mnemo::format_bytes(s.objective_bytes).c_str() : "-",
+                    mnemo::format_bytes(s.feature_map_bytes).c_str(), mnemo::format_bytes(s.arena_bytes).c_str(), s.recompute_flops / 1e9,
+                    s.chosen ? "  <- chosen" : "");
+      else
       std::printf("    budget %10s: %3d cuts kept, feature maps %10s, workspace %9s, arena %10s, recompute %.3g GFLOP%s\n",
                   mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts, mnemo::format_bytes(s.feature_map_bytes).c_str(),
                   mnemo::format_bytes(s.workspace_bytes).c_str(), mnemo::format_bytes(s.arena_bytes).c_str(), s.recompute_flops / 1e9,
@@ -167,7 +191,7 @@ int main(int argc, char** argv) {
   int64_t plan_batch = 0;
   plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH] or all")
+  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   std::string plan_device;
@@ -185,7 +209,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH]), overrides the config");
+  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal), overrides the config");
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);

@@ -426,7 +426,7 @@ Config parse_config(const std::string& text, const std::string& name) {
     try {
       parse_memory_mode(c.memory);
     } catch (const Error& e) {
-      top.fail(top.raw("memory"), "memory", "a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive or recursive=DEPTH",
+      top.fail(top.raw("memory"), "memory", "a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH or optimal",
                "'" + c.memory + "'");
     }
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
