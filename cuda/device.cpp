@@ -112,7 +112,7 @@ class CudaDevice final : public Device {
       cudaMemGetInfo(&free, &total);
       MNEMO_FAIL() << "cannot allocate " << what << " on " << name() << ": " << bytes << " bytes requested, " << free
                    << " of " << total << " bytes free (" << cudaGetErrorString(e)
-                   << "); try a memory mode that saves more (sublinear, recursive) or a smaller batch";
+                   << "); try a memory mode that saves more (sublinear, optimal, recursive) or a smaller batch";
     }
     sizes_.push_back({p, bytes});
     allocated_ += bytes;

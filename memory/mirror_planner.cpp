@@ -174,7 +174,7 @@ MirrorPlan recursive_plan(const Graph& g, const std::vector<Cut>& cuts, int dept
 namespace {
 // optimal: how many of the least-objective solutions are scored by exact plans, and how far above
 // the least objective the search keeps collecting them.
-constexpr size_t kOptimalCandidates = 4;
+constexpr size_t kOptimalCandidates = 3;
 constexpr double kOptimalSlack = 0.5;
 }  // namespace
 
@@ -203,15 +203,24 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     r.planned = plan_training_step(r.training, mode.alloc, device);
     return r;
   };
-  // Scores `plans` in parallel (they are independent); results in the order given.
-  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans) {
-    std::vector<MirrorResult> rs(plans.size());
-    // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
-    std::vector<std::exception_ptr> errors(plans.size());
-#pragma omp parallel for schedule(dynamic)
+  // Scores `plans` in parallel (they are independent), each distinct plan once: `at[i]` is the
+  // index of plan i's result.
+  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans, std::vector<size_t>& at) {
+    std::vector<size_t> unique;
+    at.assign(plans.size(), 0);
     for (size_t i = 0; i < plans.size(); ++i) {
+      size_t k = 0;
+      while (k < unique.size() && plans[unique[k]] != plans[i]) ++k;
+      if (k == unique.size()) unique.push_back(i);
+      at[i] = k;
+    }
+    std::vector<MirrorResult> rs(unique.size());
+    // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
+    std::vector<std::exception_ptr> errors(unique.size());
+#pragma omp parallel for schedule(dynamic)
+    for (size_t i = 0; i < unique.size(); ++i) {
       try {
-        rs[i] = evaluate(plans[i]);
+        rs[i] = evaluate(plans[unique[i]]);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -219,6 +228,14 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
     return rs;
+  };
+  // The least arena among the results; ties go to the earlier plan, so the result does not
+  // depend on the thread count.
+  auto least = [](const std::vector<MirrorResult>& rs, const std::vector<size_t>& at) {
+    size_t chosen = 0;
+    for (size_t i = 1; i < at.size(); ++i)
+      if (rs[at[i]].planned.report.arena_bytes < rs[at[chosen]].planned.report.arena_bytes) chosen = i;
+    return chosen;
   };
   MirrorResult best;
   switch (mode.mirror) {
@@ -284,16 +301,15 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         st.origin = "sublinear";
         log.push_back(st);
       }
-      std::vector<MirrorResult> rs = evaluate_all(plans);
-      size_t chosen = 0;
-      for (size_t i = 1; i < rs.size(); ++i)
-        if (rs[i].planned.report.arena_bytes < rs[chosen].planned.report.arena_bytes) chosen = i;
-      for (size_t i = 0; i < rs.size(); ++i) {
-        const MemoryReport& rep = rs[i].planned.report;
+      std::vector<size_t> at;
+      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      const size_t chosen = least(rs, at);
+      for (size_t i = 0; i < at.size(); ++i) {
+        const MemoryReport& rep = rs[at[i]].planned.report;
         log[i].feature_map_bytes = rep.feature_map_bytes, log[i].workspace_bytes = rep.workspace_bytes;
         log[i].arena_bytes = rep.arena_bytes, log[i].recompute_flops = rep.recompute_flops, log[i].chosen = i == chosen;
       }
-      best = std::move(rs[chosen]);
+      best = std::move(rs[at[chosen]]);
       best.search = std::move(log);
       best.model_optimum = search.solutions.empty() ? -1 : search.solutions[search.best].objective();
       best.model_objective = chosen < sols.size() ? sols[chosen].objective() : -1;
@@ -303,27 +319,25 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       break;
     }
     case MirrorStrategy::sublinear: {
-      // Scores the plans of every budget and keeps the least arena; ties go to the earlier
-      // budget, so the result does not depend on the thread count.
+      // Scores the plans of every budget and keeps the least arena (ties: the earlier budget).
       const std::vector<Cut> cuts = find_cuts(fwd);
       const std::vector<double> budgets = sublinear_budgets(fwd, cuts);
       std::vector<MirrorPlan> plans;
       std::vector<int> kept(budgets.size());
       for (size_t i = 0; i < budgets.size(); ++i) plans.push_back(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
-      std::vector<MirrorResult> rs = evaluate_all(plans);
-      size_t chosen = 0;
-      for (size_t i = 1; i < rs.size(); ++i)
-        if (rs[i].planned.report.arena_bytes < rs[chosen].planned.report.arena_bytes) chosen = i;
+      std::vector<size_t> at;
+      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      const size_t chosen = least(rs, at);
       std::vector<SearchStep> log;
-      for (size_t i = 0; i < rs.size(); ++i) {
-        const MemoryReport& rep = rs[i].planned.report;
+      for (size_t i = 0; i < at.size(); ++i) {
+        const MemoryReport& rep = rs[at[i]].planned.report;
         SearchStep st;
         st.budget = budgets[i], st.kept_cuts = kept[i], st.feature_map_bytes = rep.feature_map_bytes;
         st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops;
         st.chosen = i == chosen;
         log.push_back(st);
       }
-      best = std::move(rs[chosen]);
+      best = std::move(rs[at[chosen]]);
       best.search = std::move(log);
       break;
     }

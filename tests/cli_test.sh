@@ -34,6 +34,9 @@ expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
 expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"
 expect plan-json 0 '"format": "mnemo-plan-1"' -- "$mnemo" plan "$cfg" --memory share --json
 expect plan-search 0 '"kept_cuts"' -- "$mnemo" plan "$cfg" --memory sublinear --json
+expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
+expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
+expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
 expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0
 expect train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --memory sublinear
 expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile

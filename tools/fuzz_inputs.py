@@ -145,7 +145,7 @@ def fuzz_configs(stats, args, rng, tmp):
         path = os.path.join(tmp, f"c{k}.yaml")
         with open(path, "w", errors="replace") as f:
             f.write(mutate_config(text, rng))
-        run(stats, "config", [args.mnemo, "plan", path, "--memory", rng.choice(["share", "sublinear", "recursive", "none"])], args)
+        run(stats, "config", [args.mnemo, "plan", path, "--memory", rng.choice(["share", "sublinear", "recursive", "optimal", "none"])], args)
         if name == "mlp-graph.yaml" and (k // len(sources)) % 4 == 0:  # a small model: train it too
             run(stats, "config", [args.mnemo, "train", path, "--steps", "1", "--no-eval"], args, cwd=tmp)
         progress("configs", k + 1, args.configs)

@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mnemo=$here/../build/mnemo batch=2
-modes="none inplace share drop-bn-relu sublinear recursive recursive=2"
+modes="none inplace share drop-bn-relu sublinear recursive recursive=2 optimal"
 cfg=${1:?usage: tools/modes_identity.sh CONFIG [--batch N] [--mnemo PATH] [--modes LIST]}
 shift
 while [[ $# -gt 0 ]]; do

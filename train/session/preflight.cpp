@@ -74,7 +74,7 @@ void check_fits(const MirrorResult& mr, int64_t extra, const MemoryAvailable& av
      << device.name() << ".";
   // Other modes, planned exactly (only now: the check has already failed).
   std::string fits;
-  for (const char* m : {"share", "sublinear", "recursive"}) {
+  for (const char* m : {"share", "sublinear", "optimal", "recursive"}) {
     if (m == r.mode) continue;
     const MemoryReport o = plan_pipeline(c, p, m, &device, mr.training.lr >= 0).planned.report;
     if (o.total_bytes + extra <= avail.bytes) fits += (fits.empty() ? "" : ", ") + std::string(m) + " (" + format_bytes(o.total_bytes) + ")";
