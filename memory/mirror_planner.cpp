@@ -195,17 +195,17 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     for (const auto& [node, k] : overrides) m.at(node) = k;
     return m;
   };
-  auto evaluate = [&](const MirrorPlan& m) {
+  auto evaluate = [&](const MirrorPlan& m, int64_t prune_above = -1) {
     MirrorResult r;
     r.mirror = m;
     r.training = build_training_graph(fwd, loss, m);
     if (sgd) add_sgd_updates(r.training, *sgd);
-    r.planned = plan_training_step(r.training, mode.alloc, device);
+    r.planned = plan_training_step(r.training, mode.alloc, device, prune_above);
     return r;
   };
   // Scores `plans` in parallel (they are independent), each distinct plan once: `at[i]` is the
   // index of plan i's result.
-  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans, std::vector<size_t>& at) {
+  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans, std::vector<size_t>& at, int64_t prune_above = -1) {
     std::vector<size_t> unique;
     at.assign(plans.size(), 0);
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -220,7 +220,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
 #pragma omp parallel for schedule(dynamic)
     for (size_t i = 0; i < unique.size(); ++i) {
       try {
-        rs[i] = evaluate(plans[unique[i]]);
+        rs[i] = evaluate(plans[unique[i]], prune_above);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -234,7 +234,9 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
   auto least = [](const std::vector<MirrorResult>& rs, const std::vector<size_t>& at) {
     size_t chosen = 0;
     for (size_t i = 1; i < at.size(); ++i)
-      if (rs[at[i]].planned.report.arena_bytes < rs[at[chosen]].planned.report.arena_bytes) chosen = i;
+      if (!rs[at[i]].planned.report.pruned &&
+          (rs[at[chosen]].planned.report.pruned || rs[at[i]].planned.report.arena_bytes < rs[at[chosen]].planned.report.arena_bytes))
+        chosen = i;
     return chosen;
   };
   MirrorResult best;
@@ -301,15 +303,49 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         st.origin = "sublinear";
         log.push_back(st);
       }
-      std::vector<size_t> at;
-      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      // Scored in two rounds: first the least objective (paper or refined) and sublinear's
+      // sqrt(x y) budget in full,
+      // then the others, each stopped once its live bytes (a lower bound of its arena) exceed the
+      // best arena of the first round: those cannot win, and skipping their packing is most of
+      // their cost. The threshold is fixed before the second round, so the same candidates are
+      // pruned on every run and thread count.
+      size_t top = 0;
+      for (size_t i = 1; i < sols.size(); ++i)
+        if (origin[i] != "keep-all" && sols[i].objective() < sols[top].objective()) top = i;
+      std::vector<size_t> lead{top};
+      if (plans.size() > sols.size() + 1) lead.push_back(sols.size() + 1);
+      std::vector<MirrorPlan> first, second;
+      std::vector<size_t> where(plans.size());
+      for (size_t i = 0; i < plans.size(); ++i) {
+        const bool in_lead = std::find(lead.begin(), lead.end(), i) != lead.end();
+        where[i] = in_lead ? first.size() : second.size();
+        (in_lead ? first : second).push_back(plans[i]);
+      }
+      std::vector<size_t> at1, at2;
+      std::vector<MirrorResult> r1 = evaluate_all(first, at1);
+      int64_t bound = INT64_MAX;
+      for (const MirrorResult& r : r1) bound = std::min(bound, r.planned.report.arena_bytes);
+      std::vector<MirrorResult> r2 = evaluate_all(second, at2, bound);
+      std::vector<MirrorResult> rs;
+      rs.reserve(r1.size() + r2.size());  // (a MirrorResult's move may throw: growing would copy them)
+      std::vector<size_t> at(plans.size());
+      for (size_t i = 0; i < plans.size(); ++i) {
+        const bool in_lead = std::find(lead.begin(), lead.end(), i) != lead.end();
+        at[i] = in_lead ? at1[where[i]] : r1.size() + at2[where[i]];
+      }
+      for (MirrorResult& r : r1) rs.push_back(std::move(r));
+      for (MirrorResult& r : r2) rs.push_back(std::move(r));
       const size_t chosen = least(rs, at);
+      int pruned = 0;
       for (size_t i = 0; i < at.size(); ++i) {
         const MemoryReport& rep = rs[at[i]].planned.report;
         log[i].feature_map_bytes = rep.feature_map_bytes, log[i].workspace_bytes = rep.workspace_bytes;
         log[i].arena_bytes = rep.arena_bytes, log[i].recompute_flops = rep.recompute_flops, log[i].chosen = i == chosen;
+        log[i].pruned = rep.pruned, log[i].max_live_bytes = rep.max_live_bytes;
+        pruned += rep.pruned;
       }
       best = std::move(rs[at[chosen]]);
+      best.pruned = pruned;
       best.search = std::move(log);
       best.model_optimum = search.solutions.empty() ? -1 : search.solutions[search.best].objective();
       best.model_objective = chosen < sols.size() ? sols[chosen].objective() : -1;

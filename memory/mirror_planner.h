@@ -52,6 +52,8 @@ struct SearchStep {
   int kept_cuts = 0;             // sublinear: cuts kept; optimal: checkpoints
   int64_t objective_bytes = -1;  // optimal: the papers' objective of the candidate (-1: not scored)
   std::string origin;            // optimal: paper, refined, keep-all or sublinear (see plan_mirror)
+  bool pruned = false;           // optimal: not packed, its live bytes already above the best arena
+  int64_t max_live_bytes = 0;    // the live-bytes lower bound of its arena
   int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
   double recompute_flops = 0;
   bool chosen = false;
@@ -66,7 +68,7 @@ struct MirrorResult {
   // optimal: the papers' objective of their optimum and of the plan chosen (bytes), the max terms
   // tried and the division tree's size
   int64_t model_optimum = -1, model_objective = -1;
-  int max_terms = 0, tree_segments = 0;
+  int max_terms = 0, tree_segments = 0, pruned = 0;  // pruned: candidates not packed
   double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
 };
 

@@ -74,11 +74,20 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
-                       const Device* device) {
+                       const Device* device, int64_t prune_above) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   plan.kernels = prepare_kernels(g, device);
   Liveness l = analyze_liveness(g, mode != AllocMode::none, plan.kernels);
+  if (stats && prune_above >= 0) {
+    stats->max_live_bytes = max_live_bytes(l, true);
+    if (stats->max_live_bytes > prune_above) {
+      stats->pruned = true;
+      stats->buffers = static_cast<int>(l.buffers.size());
+      stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return plan;
+    }
+  }
   // Classes in packing order: 0 feature maps, 1 parameter gradients, 2 workspace.
   std::vector<int> cls(l.buffers.size(), 0);
   for (size_t b = 0; b < l.buffers.size(); ++b)

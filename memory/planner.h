@@ -26,14 +26,19 @@ struct PlanStats {
   int buffers = 0;
   int inplace = 0;
   double planning_seconds = 0;
+  bool pruned = false;            // max_live_bytes exceeded `prune_above`: no offsets were assigned
 };
 
 // Packing order: the feature maps first (so feature_map_bytes is the activation quantity of the
 // papers' figures), then `gradients` (parameter gradients: ordinary entries that die at their
 // optimiser update) into the gaps and above, then the workspaces. Every compute node is prepared
 // on `device` (null: the CPU) once; the plan keeps those kernels (MemoryPlan::kernels).
+// `prune_above` >= 0 (with `stats`): when the live-bytes lower bound of the arena already exceeds
+// it, stop before packing (stats->pruned; the plan has no offsets). Searches use it to skip
+// candidates that cannot beat the best arena found.
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
-                       const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr);
+                       const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
+                       int64_t prune_above = -1);
 
 // Offsets for `items` (bytes, [start, end]) such that items live at the same step never overlap;
 // returns the arena size. Items whose offset is already >= 0 stay where they are; the others are

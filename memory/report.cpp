@@ -6,7 +6,7 @@
 
 namespace mnemo {
 
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device) {
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above) {
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
   // the step's status word (the int32 entries its updates read and write), so feature_map_bytes
@@ -23,8 +23,16 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   }
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads, device);
+  out.plan = plan_memory(g, mode, &st, grads, device, prune_above);
   MemoryReport& r = out.report;
+  if (st.pruned) {
+    r.mode = alloc_mode_name(mode);
+    r.pruned = true;
+    r.arena_bytes = -1;
+    r.max_live_bytes = st.max_live_bytes;
+    r.nodes = static_cast<int64_t>(g.size());
+    return out;
+  }
   r.mode = alloc_mode_name(mode);
   r.feature_map_bytes = st.feature_map_bytes;
   r.workspace_bytes = st.workspace_bytes;

@@ -31,6 +31,7 @@ struct MemoryReport {
   double planning_seconds = 0;
   int64_t nodes = 0, recompute_nodes = 0, buffers = 0, inplace = 0;
   double step_flops = 0, recompute_flops = 0;
+  bool pruned = false;  // planned only up to the live-bytes bound (see plan_training_step)
 };
 
 struct PlannedStep {
@@ -40,7 +41,10 @@ struct PlannedStep {
 
 // Plans the training graph's memory and reports it. `device`: the backend the plan is for (null:
 // the CPU).
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr);
+// `prune_above` >= 0: see plan_memory; a pruned step has report.pruned set, arena_bytes -1 and
+// max_live_bytes (a lower bound of its arena) filled in.
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr,
+                               int64_t prune_above = -1);
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

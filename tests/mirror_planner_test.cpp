@@ -209,3 +209,39 @@ TEST(MirrorPlanner, ConfigOverridesWinOverPlanners) {
 
 }  // namespace
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// `optimal` scores its candidates by exact plans: the chosen one has the least arena of those
+// packed, every candidate stopped early has live bytes (a lower bound of its arena) above it, and
+// it is never worse than share, drop-bn-relu or sublinear.
+TEST(MirrorPlanner, OptimalChoosesTheLeastExactArenaAndNeverLosesToChensModes) {
+  for (int i : {0, 1, 4}) {  // ResNet, the LSTM (where Chen's cuts win), DenseNet-121
+    const Config c = model_config(i);
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const MirrorResult opt = plan_pipeline(c, p, "optimal");
+    const int64_t arena = opt.planned.report.arena_bytes;
+    int chosen = 0;
+    for (const SearchStep& s : opt.search) {
+      ASSERT_FALSE(s.origin.empty());
+      chosen += s.chosen;
+      if (s.pruned) {
+        EXPECT_GT(s.max_live_bytes, arena) << kModels[i];
+      } else {
+        EXPECT_GE(s.arena_bytes, arena) << kModels[i] << " " << s.origin;
+      }
+      if (s.chosen) {
+        EXPECT_EQ(s.arena_bytes, arena);
+      }
+    }
+    EXPECT_EQ(chosen, 1) << kModels[i];
+    EXPECT_GT(opt.model_optimum, 0);
+    EXPECT_GT(opt.max_terms, 0);
+    for (const std::string& m : {std::string("share"), std::string("drop-bn-relu"), std::string("sublinear")})
+      EXPECT_LE(arena, plan_pipeline(c, p, m).planned.report.arena_bytes) << kModels[i] << " vs " << m;
+  }
+}
+
+}  // namespace
+}  // namespace mnemo::test

@@ -119,7 +119,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     nlohmann::json search = nlohmann::json::array();
     for (const mnemo::SearchStep& s : mr.search)
       if (!s.origin.empty())
-        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
+        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin}, {"pruned", s.pruned}, {"max_live_bytes", s.max_live_bytes},
                           {"feature_map_bytes", s.feature_map_bytes}, {"workspace_bytes", s.workspace_bytes},
                           {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
       else
@@ -133,6 +133,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["max_terms"] = mr.max_terms;
       j["division_segments"] = mr.tree_segments;
       j["search_seconds"] = mr.search_seconds;
+      j["pruned_candidates"] = mr.pruned;
     }
     out["modes"].push_back(j);
     if (json) continue;
@@ -144,11 +145,18 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
     if (mr.model_optimum >= 0)
-      std::printf("    papers' objective: optimum %s, chosen plan %s; %d max terms, %d segments in the division tree, search %.3f s\n",
-                  mnemo::format_bytes(mr.model_optimum).c_str(), mnemo::format_bytes(mr.model_objective).c_str(), mr.max_terms,
-                  mr.tree_segments, mr.search_seconds);
+      std::printf("    papers' objective: optimum %s, chosen plan %s; %d max terms, %d segments in the division tree, search %.3f s; "
+                  "%zu candidates scored, %d stopped at their live-bytes bound\n",
+                  mnemo::format_bytes(mr.model_optimum).c_str(), mr.model_objective >= 0 ? mnemo::format_bytes(mr.model_objective).c_str() : "-",
+                  mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
     for (const mnemo::SearchStep& s : mr.search)
-      if (!s.origin.empty())
+      if (!s.origin.empty() && s.pruned)
+        std::printf("    %-9s %s %10s: %4d %s, objective %10s, live bytes %10s > the best arena: not packed\n", s.origin.c_str(),
+                    s.origin == "sublinear" ? "budget  " : "max term", mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts,
+                    s.origin == "sublinear" ? "cuts       " : "checkpoints",
+                    s.objective_bytes >= 0 ? mnemo::format_bytes(s.objective_bytes).c_str() : "-",
+                    mnemo::format_bytes(s.max_live_bytes).c_str());
+      else if (!s.origin.empty())
         std::printf("    %-9s %s %10s: %4d %s, objective %10s, feature maps %10s, arena %10s, recompute %.3g GFLOP%s\n", s.origin.c_str(),
                     s.origin == "sublinear" ? "budget  " : "max term", mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts,
                     s.origin == "sublinear" ? "cuts       " : "checkpoints",
