@@ -2,6 +2,7 @@
 #include "memory/mirror_planner.h"
 
 #include <numeric>
+#include <optional>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,43 @@ int64_t node_bytes(const Node& n) {
   int64_t b = 0;
   for (const TensorType& t : n.outputs) b += static_cast<int64_t>(t.bytes());
   return b;
+}
+
+}  // namespace
+
+namespace {
+
+// budget=SIZE: "2GiB", "900MB", "123456789", "1.5 GiB", "0.5x".
+void parse_budget(const std::string& name, MemoryMode& m) {
+  const std::string text = name.substr(7);
+  auto fail = [&]() {
+    MNEMO_FAIL() << "memory mode '" << name
+                 << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
+                    "share's total like 0.5x";
+  };
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    fail();
+  }
+  std::string unit = text.substr(pos);
+  unit.erase(0, unit.find_first_not_of(' '));
+  if (!std::isfinite(value) || value <= 0) fail();
+  if (unit == "x") {
+    if (value > 1e6) fail();
+    m.budget_ratio = value;
+    return;
+  }
+  static const std::map<std::string, double> units = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  const auto u = units.find(unit);
+  if (u == units.end()) fail();
+  const double bytes = value * u->second;
+  if (bytes < 1 || bytes > 9.0e18) fail();
+  m.budget_bytes = static_cast<int64_t>(bytes);
 }
 
 }  // namespace
@@ -44,9 +82,12 @@ MemoryMode parse_memory_mode(const std::string& name) {
     } catch (...) {
       MNEMO_FAIL() << "memory mode '" << name << "': expected recursive=DEPTH with DEPTH in [1, 64]";
     }
+  } else if (name.rfind("budget=", 0) == 0) {
+    m.mirror = MirrorStrategy::budget;
+    parse_budget(name, m);
   } else {
     MNEMO_FAIL() << "unknown memory mode '" << name
-                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH or optimal)";
+                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH, optimal or budget=SIZE)";
   }
   return m;
 }
@@ -176,6 +217,10 @@ namespace {
 // the least objective the search keeps collecting them.
 constexpr size_t kOptimalCandidates = 3;
 constexpr double kOptimalSlack = 0.5;
+// budget: the papers' solutions in the family (twice this many at most) and how far above the
+// least objective the max-term loop collects them.
+constexpr size_t kBudgetPaper = 8;
+constexpr double kBudgetSlack = 4.0;
 }  // namespace
 
 std::vector<double> sublinear_budgets(const Graph& fwd, const std::vector<Cut>& cuts) {
@@ -352,6 +397,91 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       best.max_terms = search.max_terms;
       best.tree_segments = static_cast<int>(tree.segments.size());
       best.search_seconds = search_seconds;
+      break;
+    }
+    case MirrorStrategy::budget: {
+      // The family: fixed for the graph (not for the budget), every member planned exactly.
+      std::vector<MirrorPlan> plans;
+      std::vector<SearchStep> log;
+      auto add = [&](MirrorPlan m, const std::string& origin, double param, int count) {
+        plans.push_back(apply(std::move(m)));
+        SearchStep st;
+        st.origin = origin, st.budget = param, st.kept_cuts = count;
+        log.push_back(st);
+      };
+      add({}, "keep-all", 0, 0);
+      add(drop_bn_relu_plan(fwd), "drop-bn-relu", 0, 0);
+      const std::vector<Cut> cuts = find_cuts(fwd);
+      // Chen's budgets, and a wider grid around sqrt(x y) (B/8 .. 8B) for more points between
+      // keeping a cut everywhere and keeping few.
+      std::vector<double> grid = sublinear_budgets(fwd, cuts);
+      for (int k = -6; k <= 6; k += 2) grid.push_back(grid[1] * std::pow(2.0, k / 2.0));
+      for (double b : grid) {
+        int kept = 0;
+        MirrorPlan m = budget_plan(fwd, cuts, b, nullptr, nullptr, &kept);
+        add(std::move(m), "sublinear", b, kept);
+      }
+      const int levels = std::max(1, static_cast<int>(std::ceil(std::log2(static_cast<double>(cuts.size()) + 1.0))));
+      for (int d = 1; d <= levels; ++d) add(recursive_plan(fwd, cuts, d), "recursive", d, 0);
+      const CheckpointGraph cg = checkpoint_graph(fwd, loss.node);
+      const DivisionTree tree = division_tree(cg);
+      const OptimalSearch search = optimal_checkpoints(cg, tree, kBudgetSlack);
+      // The papers' solutions: the kBudgetPaper least objectives and kBudgetPaper more spread
+      // over the max terms (from few checkpoints to many), each also refined.
+      std::vector<size_t> pick, order(search.solutions.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return search.solutions[a].objective() < search.solutions[b].objective();
+      });
+      for (size_t i = 0; i < order.size() && i < kBudgetPaper; ++i) pick.push_back(order[i]);
+      for (size_t k = 0; k < kBudgetPaper && !search.solutions.empty(); ++k) {
+        const size_t i = k * (search.solutions.size() - 1) / std::max<size_t>(1, kBudgetPaper - 1);
+        if (std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);
+      }
+      for (size_t i : pick) {
+        const CheckpointSolution sol = solve_max_term(cg, tree, search.solutions[i].max_term);
+        add(checkpoint_mirror_plan(cg, sol.checkpoints, fwd.size()), "paper", static_cast<double>(sol.max_term),
+            static_cast<int>(sol.checkpoints.size()));
+        log.back().objective_bytes = sol.objective();
+        const CheckpointSolution r = refine_checkpoints(cg, sol);
+        if (r.checkpoints != sol.checkpoints) {
+          add(checkpoint_mirror_plan(cg, r.checkpoints, fwd.size()), "refined", static_cast<double>(sol.max_term),
+              static_cast<int>(r.checkpoints.size()));
+          log.back().objective_bytes = r.objective();
+        }
+      }
+      std::vector<size_t> at;
+      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
+                                                  : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(rs[at[0]].planned.report.total_bytes));
+      // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
+      std::optional<size_t> chosen;
+      size_t least_total = 0;
+      for (size_t i = 0; i < at.size(); ++i) {
+        const MemoryReport& rep = rs[at[i]].planned.report;
+        SearchStep& st = log[i];
+        st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes;
+        st.recompute_flops = rep.recompute_flops, st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
+        if (rep.total_bytes < rs[at[least_total]].planned.report.total_bytes) least_total = i;
+        if (!st.fits) continue;
+        if (!chosen) {
+          chosen = i;
+          continue;
+        }
+        const MemoryReport& c = rs[at[*chosen]].planned.report;
+        if (rep.recompute_flops < c.recompute_flops || (rep.recompute_flops == c.recompute_flops && rep.total_bytes < c.total_bytes))
+          chosen = i;
+      }
+      const int64_t least = rs[at[least_total]].planned.report.total_bytes;
+      if (!chosen)
+        MNEMO_FAIL() << "memory mode '" << mode.name << "': no plan fits in " << format_bytes(limit) << " (" << limit
+                     << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
+                     << log[least_total].origin << " plan): use budget=" << least << " or more";
+      log[*chosen].chosen = true;
+      best = std::move(rs[at[*chosen]]);
+      best.search = std::move(log);
+      best.budget_bytes = limit;
+      best.least_feasible = least;
       break;
     }
     case MirrorStrategy::sublinear: {

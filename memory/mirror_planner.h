@@ -11,6 +11,11 @@
 //                 (memory/optimal_checkpoints.h), m in {0, 1}; the optimum and its near-optimal
 //                 candidates, each also refined with several-entry segments, keeping everything
 //                 and sublinear's cut plans are scored by their exact plans; the least arena wins
+//   budget=SIZE   the least recompute FLOPs whose exact total_bytes <= SIZE among a fixed family
+//                 of plans (keep-all, drop-bn-relu, sublinear's budgets, recursive depths, the
+//                 papers' max-term solutions and their refinements), each planned exactly; the
+//                 family does not depend on SIZE, so a smaller SIZE never gets less recompute or
+//                 a larger total
 // Candidate cuts are found in the graph itself, so generic graphs work too: after each forward
 // node p, the crossing set S_p = the non-leaf values computed at or before p and read after p.
 // A position is a candidate when S_p's bytes are a local minimum (ResNet: residual block outputs;
@@ -27,7 +32,7 @@
 
 namespace mnemo {
 
-enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive, optimal };
+enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive, optimal, budget };
 
 // A memory mode (docs/MEMORY.md): allocation + mirror strategy.
 struct MemoryMode {
@@ -35,10 +40,17 @@ struct MemoryMode {
   AllocMode alloc = AllocMode::share;
   MirrorStrategy mirror = MirrorStrategy::none;
   int depth = 0;  // recursive: levels (0 = enough to reach segments of one cut)
+  // budget: the step's total bytes may not exceed `budget_bytes` (> 0), or `budget_ratio` times
+  // the total of `share`'s plan (> 0)
+  int64_t budget_bytes = 0;
+  double budget_ratio = 0;
 };
-// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal
+// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
+// budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
+// GiB, TiB (powers of 1024); or a factor of share's total like 0.5x)
 MemoryMode parse_memory_mode(const std::string& name);
-std::vector<std::string> all_memory_modes();  // the names above (recursive with automatic depth)
+// The names above without budget=SIZE (it needs a size), recursive with automatic depth.
+std::vector<std::string> all_memory_modes();
 
 struct Cut {
   int position;             // forward node after which the cut lies
@@ -51,7 +63,9 @@ struct SearchStep {
   double budget = 0;             // sublinear: the budget B; optimal: the max term C
   int kept_cuts = 0;             // sublinear: cuts kept; optimal: checkpoints
   int64_t objective_bytes = -1;  // optimal: the papers' objective of the candidate (-1: not scored)
-  std::string origin;            // optimal: paper, refined, keep-all or sublinear (see plan_mirror)
+  std::string origin;            // optimal, budget: paper, refined, keep-all, sublinear, drop-bn-relu, recursive
+  int64_t total_bytes = 0;       // budget: the candidate's exact total
+  bool fits = false;             // budget: total_bytes <= the budget
   bool pruned = false;           // optimal: not packed, its live bytes already above the best arena
   int64_t max_live_bytes = 0;    // the live-bytes lower bound of its arena
   int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
@@ -70,6 +84,8 @@ struct MirrorResult {
   int64_t model_optimum = -1, model_objective = -1;
   int max_terms = 0, tree_segments = 0, pruned = 0;  // pruned: candidates not packed
   double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
+  int64_t budget_bytes = -1;       // budget: the bound the plan had to meet
+  int64_t least_feasible = -1;     // budget: the least exact total among the family
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,

@@ -37,6 +37,9 @@ expect plan-search 0 '"kept_cuts"' -- "$mnemo" plan "$cfg" --memory sublinear --
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
+expect plan-budget 0 'budget .*the least recompute whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+expect budget-too-small 1 "no plan fits in .*the least total found is .*use budget=[0-9]+ or more" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=1MiB
+expect budget-bad 1 "expected budget=SIZE" -- "$mnemo" plan "$cfg" --memory budget=2QB
 expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0
 expect train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --memory sublinear
 expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile

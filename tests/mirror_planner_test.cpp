@@ -245,3 +245,59 @@ TEST(MirrorPlanner, OptimalChoosesTheLeastExactArenaAndNeverLosesToChensModes) {
 
 }  // namespace
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+TEST(MirrorPlanner, BudgetSizesParse) {
+  EXPECT_EQ(parse_memory_mode("budget=2GiB").budget_bytes, int64_t{2} << 30);
+  EXPECT_EQ(parse_memory_mode("budget=900MB").budget_bytes, 900000000);
+  EXPECT_EQ(parse_memory_mode("budget=123456789").budget_bytes, 123456789);
+  EXPECT_EQ(parse_memory_mode("budget=1.5 KiB").budget_bytes, 1536);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x").budget_ratio, 0.5);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x").mirror, MirrorStrategy::budget);
+  for (const char* bad : {"budget=", "budget=-1", "budget=0", "budget=2QB", "budget=nan", "budget=1e30", "budget=x", "budget=0x"})
+    EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find("expected budget=SIZE"), std::string::npos) << bad;
+}
+
+// A sweep of budgets from share's total down to the least feasible one: the chosen plan always
+// fits, its recompute never falls and its total never rises as the budget shrinks (monotone by
+// construction: one family per graph), its results are bitwise those of `none`, and a budget
+// below the least feasible is an error naming that size.
+TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
+  for (int i : {0, 1, 4}) {  // ResNet, the LSTM, DenseNet-121
+    const Config c = model_config(i);
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const MirrorResult top = plan_pipeline(c, p, "budget=1x");
+    const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;
+    EXPECT_EQ(top.planned.report.recompute_flops, 0.0) << "the whole of share's total needs no recompute";
+    EXPECT_LE(top.planned.report.total_bytes, share_total);
+    const int64_t least = top.least_feasible;
+    ASSERT_GT(least, 0);
+    ASSERT_LT(least, share_total) << kModels[i];
+    double last_recompute = -1;
+    int64_t last_total = INT64_MAX;
+    const int points = 9;
+    for (int k = 0; k < points; ++k) {
+      const int64_t b = share_total - (share_total - least) * k / (points - 1);
+      const MirrorResult r = plan_pipeline(c, p, "budget=" + std::to_string(b));
+      EXPECT_LE(r.planned.report.total_bytes, b) << kModels[i] << " budget " << b;
+      EXPECT_GE(r.planned.report.recompute_flops, last_recompute) << kModels[i] << " budget " << b;
+      EXPECT_LE(r.planned.report.total_bytes, last_total) << kModels[i] << " budget " << b;
+      last_recompute = r.planned.report.recompute_flops;
+      last_total = r.planned.report.total_bytes;
+    }
+    EXPECT_GT(last_recompute, 0.0) << kModels[i] << ": the tightest budget needs recomputation";
+    // The tightest plan computes what `none` computes.
+    const Outputs ref = step(c, p, plan_pipeline(c, p, "none", nullptr, true));
+    const Outputs o = step(c, p, plan_pipeline(c, p, "budget=" + std::to_string(least), nullptr, true));
+    ASSERT_EQ(o.values.size(), ref.values.size());
+    for (size_t k = 0; k < o.values.size(); ++k) EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << kModels[i] << " output " << k;
+    const std::string err = error_of([&] { plan_pipeline(c, p, "budget=" + std::to_string(least - 1)); });
+    EXPECT_NE(err.find("the least total found is"), std::string::npos) << err;
+    EXPECT_NE(err.find("budget=" + std::to_string(least)), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace mnemo::test

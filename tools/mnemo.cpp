@@ -98,6 +98,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
+  for (const std::string& m : list) mnemo::parse_memory_mode(m);  // a bad mode fails before any output
   nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
                         {"model", c.model_type}, {"layers", p.model.layers},
                         {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
@@ -118,7 +119,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     nlohmann::json j = mnemo::to_json(r);
     nlohmann::json search = nlohmann::json::array();
     for (const mnemo::SearchStep& s : mr.search)
-      if (!s.origin.empty())
+      if (mr.budget_bytes >= 0)
+        search.push_back({{"origin", s.origin}, {"parameter", s.budget}, {"count", s.kept_cuts}, {"objective_bytes", s.objective_bytes},
+                          {"feature_map_bytes", s.feature_map_bytes}, {"arena_bytes", s.arena_bytes}, {"total_bytes", s.total_bytes},
+                          {"recompute_flops", s.recompute_flops}, {"fits", s.fits}, {"chosen", s.chosen}});
+      else if (!s.origin.empty())
         search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin}, {"pruned", s.pruned}, {"max_live_bytes", s.max_live_bytes},
                           {"feature_map_bytes", s.feature_map_bytes}, {"workspace_bytes", s.workspace_bytes},
                           {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
@@ -127,6 +132,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                           {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
                           {"chosen", s.chosen}});
     if (!mr.search.empty()) j["search"] = search;
+    if (mr.budget_bytes >= 0) {
+      j["budget_bytes"] = mr.budget_bytes;
+      j["least_feasible_bytes"] = mr.least_feasible;
+    }
     if (mr.model_optimum >= 0) {
       j["model_optimum_bytes"] = mr.model_optimum;
       j["model_objective_bytes"] = mr.model_objective;
@@ -149,6 +158,17 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   "%zu candidates scored, %d stopped at their live-bytes bound\n",
                   mnemo::format_bytes(mr.model_optimum).c_str(), mr.model_objective >= 0 ? mnemo::format_bytes(mr.model_objective).c_str() : "-",
                   mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
+    if (mr.budget_bytes >= 0) {
+      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s)\n",
+                  mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str());
+      for (const mnemo::SearchStep& s : mr.search)
+        std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(),
+                    s.origin == "sublinear" || s.origin == "paper" || s.origin == "refined"
+                        ? mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str()
+                        : s.origin == "recursive" ? ("depth " + std::to_string(static_cast<int>(s.budget))).c_str() : "",
+                    mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
+                    s.chosen ? "  <- chosen" : "");
+    } else
     for (const mnemo::SearchStep& s : mr.search)
       if (!s.origin.empty() && s.pruned)
         std::printf("    %-9s %s %10s: %4d %s, objective %10s, live bytes %10s > the best arena: not packed\n", s.origin.c_str(),
@@ -199,7 +219,7 @@ int main(int argc, char** argv) {
   int64_t plan_batch = 0;
   plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal or all")
+  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   std::string plan_device;
@@ -217,7 +237,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal), overrides the config");
+  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
@@ -249,12 +269,15 @@ int main(int argc, char** argv) {
   bench->add_option("--device", bopt.device, "cpu, cuda or cuda:N (overrides the config)");
   bench->add_flag("--force", bopt.force, "skip the pre-flight check that the planned step fits the device's memory");
   bench->add_flag("--eager", bopt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
-  auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode: CSV and log-log plots");
+  auto* curve = app.add_subcommand("curve", "memory vs depth / sequence length / batch per memory mode, or the time-memory trade-off "
+                                            "of budget=SIZE (--vary budget): CSV and plots");
   mnemo::CurveOptions copt;
   std::string curve_modes = "share,sublinear";
   curve->add_option("model", copt.model, "resnet, lstm or a config file")->required();
-  curve->add_option("--vary", copt.vary, "depth, seq or batch")->check(CLI::IsMember({"depth", "seq", "batch"}))->capture_default_str();
-  curve->add_option("--values", copt.values, "values of the varied quantity")->required()->delimiter(',');
+  curve->add_option("--vary", copt.vary, "depth, seq, batch or budget")->check(CLI::IsMember({"depth", "seq", "batch", "budget"}))->capture_default_str();
+  curve->add_option("--values", copt.values, "values of the varied quantity (budget: MiB)")->delimiter(',');
+  curve->add_option("--budgets", copt.budgets, "--vary budget: this many budgets from share's total down to the least feasible")
+      ->check(CLI::Range(2, 200));
   curve->add_option("--memory", curve_modes, "comma-separated memory modes")->capture_default_str();
   curve->add_option("--out", copt.out, "output directory")->capture_default_str();
   curve->add_flag("!--no-plot", copt.plot, "write the CSV only");

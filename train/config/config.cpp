@@ -426,7 +426,10 @@ Config parse_config(const std::string& text, const std::string& name) {
     try {
       parse_memory_mode(c.memory);
     } catch (const Error& e) {
-      top.fail(top.raw("memory"), "memory", "a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH or optimal",
+      top.fail(top.raw("memory"), "memory",
+               c.memory.rfind("budget=", 0) == 0
+                   ? std::string("budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of share's total like 0.5x")
+                   : std::string("a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH, optimal or budget=SIZE"),
                "'" + c.memory + "'");
     }
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});

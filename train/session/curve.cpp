@@ -86,7 +86,99 @@ double slope(const std::vector<std::pair<double, double>>& xy) {
 
 }  // namespace
 
+namespace {
+
+const char* kCsvHeader =
+    "model,vary,value,layers,mode,feature_map_bytes,workspace_bytes,param_bytes,param_grad_bytes,optimizer_bytes,"
+    "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds\n";
+
+double overhead_of(const MemoryReport& r) {
+  return r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
+}
+
+void csv_row(std::ostream& csv, const CurveOptions& opt, int64_t v, int layers, const std::string& m, const MemoryReport& r) {
+  csv << opt.model << ',' << opt.vary << ',' << v << ',' << layers << ',' << m << ',' << r.feature_map_bytes << ','
+      << r.workspace_bytes << ',' << r.param_bytes << ',' << r.param_grad_bytes << ',' << r.optimizer_bytes << ','
+      << r.input_bytes << ',' << r.total_bytes << ',' << r.max_live_bytes << ',' << r.fragmentation << ',' << r.step_flops
+      << ',' << r.recompute_flops << ',' << overhead_of(r) << ',' << r.planning_seconds << '\n';
+  csv.flush();
+}
+
+// --vary budget: the time-memory trade-off of budget=SIZE on one config.
+int run_budget_curve(const CurveOptions& opt) {
+  MNEMO_CHECK(opt.values.empty() != (opt.budgets == 0)) << "--vary budget: give either --values (MiB) or --budgets N";
+  for (int64_t v : opt.values) MNEMO_CHECK(v >= 1 && v <= 1 << 30) << "--values: each budget must be in [1, 2^30] MiB, got " << v;
+  for (const std::string& m : opt.modes) parse_memory_mode(m);
+  const Config c = base_config(opt.model);
+  const std::unique_ptr<Device> device = open_device(opt.device);
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  const MirrorResult top = plan_pipeline(c, p, "budget=1x", device.get());
+  const int64_t share = plan_pipeline(c, p, "share", device.get()).planned.report.total_bytes;
+  const int64_t least = top.least_feasible;
+  std::vector<int64_t> budgets;
+  for (int64_t v : opt.values) budgets.push_back(v << 20);
+  for (int k = 0; k < opt.budgets; ++k) budgets.push_back(share - (share - least) * k / (opt.budgets - 1));
+  std::printf("%s: share's total %s, the least feasible budget %s; %zu budgets\n", c.file.c_str(), format_bytes(share).c_str(),
+              format_bytes(least).c_str(), budgets.size());
+  std::filesystem::create_directories(opt.out);
+  const std::string csv_path = opt.out + "/curve.csv";
+  std::ofstream csv(csv_path);
+  MNEMO_CHECK(csv) << "cannot write " << csv_path;
+  csv << kCsvHeader;
+  std::ofstream line(opt.out + "/budget.dat");
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t done = 0;
+  for (int64_t b : budgets) {
+    ++done;
+    if (b < least) {
+      std::printf("[%zu/%zu] budget %s: below the least feasible %s, skipped\n", done, budgets.size(), format_bytes(b).c_str(),
+                  format_bytes(least).c_str());
+      continue;
+    }
+    const MirrorResult mr = plan_pipeline(c, p, "budget=" + std::to_string(b), device.get());
+    const MemoryReport& r = mr.planned.report;
+    csv_row(csv, opt, b, p.model.layers, "budget", r);
+    line << r.total_bytes / 1073741824.0 << ' ' << 100 * overhead_of(r) << ' ' << b / 1073741824.0 << '\n';
+    std::printf("[%zu/%zu] budget %10s: total %10s, recompute %5.1f%%, planned in %.2f s (elapsed %.0f s)\n", done, budgets.size(),
+                format_bytes(b).c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r), r.planning_seconds,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::fflush(stdout);
+  }
+  line.close();
+  for (const std::string& m : opt.modes) {
+    const MirrorResult mr = plan_pipeline(c, p, m, device.get());
+    const MemoryReport& r = mr.planned.report;
+    csv_row(csv, opt, 0, p.model.layers, m, r);
+    std::ofstream d(opt.out + "/" + m + ".dat");
+    d << r.total_bytes / 1073741824.0 << ' ' << 100 * overhead_of(r) << '\n';
+    std::printf("%-13s total %10s, recompute %5.1f%%\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r));
+  }
+  std::printf("wrote %s\n", csv_path.c_str());
+  if (!opt.plot) return 0;
+  std::ofstream gp(opt.out + "/plot.gp");
+  gp << "set terminal pngcairo size 900,600 noenhanced\nset output " << gp_quote(opt.out + "/tradeoff.png") << "\n"
+     << "set grid\nset key top right\nset xlabel 'total bytes of the step (GiB, exact plan)'\n"
+     << "set ylabel 'recompute (% of the plain step FLOPs)'\n"
+     << "set title " << gp_quote(c.file + ": budget=SIZE, least recompute that fits") << "\nplot "
+     << gp_quote(opt.out + "/budget.dat") << " using 1:2 with linespoints lw 2 title 'budget=SIZE'";
+  for (const std::string& m : opt.modes)
+    gp << ", " << gp_quote(opt.out + "/" + m + ".dat") << " using 1:2 with points pt 7 ps 2 title " << gp_quote(m);
+  gp << "\n";
+  gp.close();
+  const std::string cmd = "gnuplot '" + opt.out + "/plot.gp' 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "mnemo curve: gnuplot failed or is not installed (apt-get install gnuplot-nox); the CSV is written\n");
+    return 1;
+  }
+  std::printf("plot: %s/tradeoff.png\n", opt.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int run_curve(const CurveOptions& opt) {
+  if (opt.vary == "budget") return run_budget_curve(opt);
+  MNEMO_CHECK(opt.budgets == 0) << "--budgets needs --vary budget";
   MNEMO_CHECK(!opt.values.empty()) << "--values: give at least one value";
   MNEMO_CHECK(opt.values.size() <= 1000) << "--values: at most 1000 values, got " << opt.values.size();
   for (int64_t v : opt.values)

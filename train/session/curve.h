@@ -3,6 +3,10 @@
 // and mode, docs/MEMORY.md column names), DIR/slopes.csv (log-log slope of feature_map_bytes and
 // total_bytes per mode) and log-log plots DIR/feature_map.png and DIR/total.png drawn by gnuplot,
 // one line per mode, like Chen et al. Fig. 5a / 6a.
+// --vary budget: one config, `budget=SIZE` planned at each budget (MiB values, or --budgets N
+// from share's total down to the least feasible total), beside the --memory modes as points:
+// DIR/curve.csv (mode "budget" rows carry the budget in bytes as value) and DIR/tradeoff.png
+// (total bytes against recompute overhead).
 #pragma once
 #include <string>
 #include <vector>
@@ -12,7 +16,8 @@ namespace mnemo {
 struct CurveOptions {
   std::string model;                // "resnet" (ImageNet-style, batch 32, 3x224x224), "lstm" (the paper's) or a config file
   std::string vary = "depth";       // depth (ResNet), seq (LSTM), batch (any)
-  std::vector<int64_t> values;
+  std::vector<int64_t> values;      // vary budget: MiB
+  int budgets = 0;                  // vary budget: this many budgets from share's total to the least feasible
   std::vector<std::string> modes;   // memory modes
   std::string out = "out/curve";
   bool plot = true;
