@@ -223,6 +223,63 @@ constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
 }  // namespace
 
+double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit) {
+  // Forward values the backward pass reads: per forward compute node, the bytes of its outputs
+  // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
+  // whose memory it aliases). Whatever the mirror plan, a kept one of these is live when the
+  // forward pass ends (the schedule runs all of forward first), and a dropped one is recomputed
+  // at least once.
+  const Graph& g = tg.graph;
+  std::vector<std::vector<char>> read(fwd.size());
+  for (size_t v = 0; v < fwd.size(); ++v) read[v].assign(fwd.node(static_cast<int>(v)).outputs.size(), 0);
+  for (size_t id = static_cast<size_t>(tg.num_forward); id < g.size(); ++id) {
+    const Node& n = g.node(static_cast<int>(id));
+    if (n.role != NodeRole::backward) continue;
+    for (const EntryRef& e : n.inputs) {
+      const Node& src = g.node(e.node);
+      // (nodes the optimiser update added after the gradient pass are not forward nodes)
+      int u = src.role == NodeRole::recompute ? src.source : (e.node < tg.num_forward ? e.node : -1);
+      if (u >= static_cast<int>(fwd.size())) u = -1;
+      int index = e.index;
+      while (u >= 0 && fwd.node(u).is(OpKind::view)) u = fwd.node(u).inputs[0].node, index = 0;  // the aliased memory
+      if (u >= 0 && fwd.node(u).is(OpKind::compute)) read[u][index] = 1;
+    }
+  }
+  struct Item {
+    double flops, bytes;
+  };
+  std::vector<Item> items;
+  double saved = 0;
+  for (size_t v = 0; v < fwd.size(); ++v) {
+    const Node& n = fwd.node(static_cast<int>(v));
+    double bytes = 0;
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
+    if (bytes == 0) continue;
+    double flops = 0;
+    if (n.op->cost) {
+      std::vector<TensorType> in;
+      for (const EntryRef& e : n.inputs) in.push_back(fwd.type(e));
+      flops = n.op->cost(n.params.get(), in, n.outputs).flops;
+    }
+    items.push_back({flops, bytes});
+    saved += bytes;
+  }
+  // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
+  // allowed (the LP relaxation of that covering knapsack: cheapest FLOPs per byte first).
+  double need = saved - static_cast<double>(arena_limit);
+  if (need <= 0) return 0;
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.flops * b.bytes < b.flops * a.bytes; });
+  double bound = 0;
+  for (const Item& it : items) {
+    if (need <= 0) break;
+    const double take = std::min(1.0, need / it.bytes);
+    bound += take * it.flops;
+    need -= take * it.bytes;
+  }
+  return bound;
+}
+
 std::vector<double> sublinear_budgets(const Graph& fwd, const std::vector<Cut>& cuts) {
   double x = 0, y = 0;
   budget_plan(fwd, cuts, 0.0, &x, &y, nullptr);
@@ -478,8 +535,12 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
                      << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
                      << log[least_total].origin << " plan): use budget=" << least << " or more";
       log[*chosen].chosen = true;
+      // (before rs is moved from: the keep-all member may be the chosen one)
+      const MemoryReport& keep = rs[at[0]].planned.report;
+      const double bound = budget_lower_bound(fwd, rs[at[0]].training, limit - (keep.total_bytes - keep.arena_bytes));
       best = std::move(rs[at[*chosen]]);
       best.search = std::move(log);
+      best.lower_bound_flops = bound;
       best.budget_bytes = limit;
       best.least_feasible = least;
       break;

@@ -86,6 +86,7 @@ struct MirrorResult {
   double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
   int64_t budget_bytes = -1;       // budget: the bound the plan had to meet
   int64_t least_feasible = -1;     // budget: the least exact total among the family
+  double lower_bound_flops = -1;   // budget: no mirror plan whose total fits recomputes less (budget_lower_bound)
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,
@@ -99,6 +100,14 @@ MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& 
 MirrorPlan drop_bn_relu_plan(const Graph& forward);
 MirrorPlan budget_plan(const Graph& forward, const std::vector<Cut>& cuts, double budget, double* x, double* y,
                        int* kept);  // Alg. 3
+// A lower bound on the recompute FLOPs of any mirror plan whose arena fits in `arena_limit`
+// bytes. A forward value the backward pass reads is, if kept, live when the forward pass ends
+// (the schedule runs all of forward first), and, if dropped, recomputed at least once; so the
+// dropped ones must cover (their bytes minus the limit), at no less than their forward FLOPs. The
+// bound is the LP relaxation of that covering knapsack. `tg` is the training graph of any plan
+// (which values backward reads does not depend on the plan).
+double budget_lower_bound(const Graph& forward, const TrainingGraph& tg, int64_t arena_limit);
+
 // The budgets of sublinear's search (Appendix A): B = 0, B = sqrt(x y), then 6 points on
 // [B / sqrt 2, sqrt 2 B].
 std::vector<double> sublinear_budgets(const Graph& forward, const std::vector<Cut>& cuts);

@@ -135,6 +135,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     if (mr.budget_bytes >= 0) {
       j["budget_bytes"] = mr.budget_bytes;
       j["least_feasible_bytes"] = mr.least_feasible;
+      j["lower_bound_flops"] = mr.lower_bound_flops;
     }
     if (mr.model_optimum >= 0) {
       j["model_optimum_bytes"] = mr.model_optimum;
@@ -159,8 +160,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mnemo::format_bytes(mr.model_optimum).c_str(), mr.model_objective >= 0 ? mnemo::format_bytes(mr.model_objective).c_str() : "-",
                   mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
     if (mr.budget_bytes >= 0) {
-      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s)\n",
-                  mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str());
+      const double rec = mr.planned.report.recompute_flops;
+      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s); no plan that fits "
+                  "recomputes less than %.3g GFLOP (proven bound): gap %.1f%%\n",
+                  mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str(),
+                  mr.lower_bound_flops / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
       for (const mnemo::SearchStep& s : mr.search)
         std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(),
                     s.origin == "sublinear" || s.origin == "paper" || s.origin == "refined"
