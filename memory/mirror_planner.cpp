@@ -223,6 +223,31 @@ constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
 }  // namespace
 
+namespace {
+
+// `kept` plus every dropped vertex in a group with an edge to T (the group backward needs first).
+std::vector<int> with_tail(const CheckpointGraph& g, const std::vector<int>& kept) {
+  const int T = g.target();
+  std::vector<char> k(g.size(), 0);
+  for (int v : kept) k[v] = 1;
+  std::vector<int> stack;
+  for (int p : g.pred[T])
+    if (p > 0 && !k[p]) k[p] = 1, stack.push_back(p);
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    for (const auto* list : {&g.succ[v], &g.pred[v]})
+      for (int w : *list)
+        if (w > 0 && w < T && !k[w]) k[w] = 1, stack.push_back(w);
+  }
+  std::vector<int> out;
+  for (int v = 1; v < T; ++v)
+    if (k[v]) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
 double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit) {
   // Forward values the backward pass reads: per forward compute node, the bytes of its outputs
   // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
@@ -241,7 +266,10 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
       int u = src.role == NodeRole::recompute ? src.source : (e.node < tg.num_forward ? e.node : -1);
       if (u >= static_cast<int>(fwd.size())) u = -1;
       int index = e.index;
-      while (u >= 0 && fwd.node(u).is(OpKind::view)) u = fwd.node(u).inputs[0].node, index = 0;  // the aliased memory
+      while (u >= 0 && fwd.node(u).is(OpKind::view)) {  // the memory it aliases: that input's entry
+        const EntryRef in = fwd.node(u).inputs[0];
+        u = in.node, index = in.index;
+      }
       if (u >= 0 && fwd.node(u).is(OpKind::compute)) read[u][index] = 1;
     }
   }
@@ -382,13 +410,13 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         for (const CheckpointSolution& c : sols) seen |= c.checkpoints == r.checkpoints;
         if (!seen) sols.push_back(std::move(r)), origin.push_back("refined");
       }
-      bool all_kept = false;
-      for (const CheckpointSolution& c : sols) all_kept |= c.max_segment_bytes == 0;
-      if (!all_kept) sols.push_back(solve_max_term(cg, tree, 0)), origin.push_back("keep-all");
+      // Keeping everything is always a candidate (the scoring drops it when another candidate is
+      // the same plan): `optimal` is then never worse than `share`.
+      sols.push_back(solve_max_term(cg, tree, 0)), origin.push_back("keep-all");
       std::vector<MirrorPlan> plans;
       std::vector<SearchStep> log;
       for (size_t i = 0; i < sols.size(); ++i) {
-        plans.push_back(apply(checkpoint_mirror_plan(cg, sols[i].checkpoints, fwd.size())));
+        plans.push_back(apply(origin[i] == "keep-all" ? MirrorPlan{} : checkpoint_mirror_plan(cg, sols[i].checkpoints, fwd.size())));
         SearchStep st;
         st.budget = static_cast<double>(sols[i].max_term);
         st.kept_cuts = static_cast<int>(sols[i].checkpoints.size());
@@ -505,6 +533,13 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
           add(checkpoint_mirror_plan(cg, r.checkpoints, fwd.size()), "refined", static_cast<double>(sol.max_term),
               static_cast<int>(r.checkpoints.size()));
           log.back().objective_bytes = r.objective();
+        }
+        // The papers' plans also drop the group next to the loss, which backward recomputes right
+        // after the forward pass made it: FLOPs for no memory. Each again with that group kept.
+        for (const std::vector<int>* kept : {&sol.checkpoints, &r.checkpoints}) {
+          const std::vector<int> tail = with_tail(cg, *kept);
+          if (tail != *kept) add(checkpoint_mirror_plan(cg, tail, fwd.size()), kept == &sol.checkpoints ? "paper+tail" : "refined+tail",
+                                 static_cast<double>(sol.max_term), static_cast<int>(tail.size()));
         }
       }
       std::vector<size_t> at;

@@ -31,6 +31,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
     r.arena_bytes = -1;
     r.max_live_bytes = st.max_live_bytes;
     r.nodes = static_cast<int64_t>(g.size());
+    r.planning_seconds = st.planning_seconds;
     return out;
   }
   r.mode = alloc_mode_name(mode);

@@ -123,10 +123,15 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
         search.push_back({{"origin", s.origin}, {"parameter", s.budget}, {"count", s.kept_cuts}, {"objective_bytes", s.objective_bytes},
                           {"feature_map_bytes", s.feature_map_bytes}, {"arena_bytes", s.arena_bytes}, {"total_bytes", s.total_bytes},
                           {"recompute_flops", s.recompute_flops}, {"fits", s.fits}, {"chosen", s.chosen}});
+      else if (!s.origin.empty() && s.pruned)  // not packed: only its live-bytes bound is known
+        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
+                          {"pruned", true}, {"max_live_bytes", s.max_live_bytes}, {"feature_map_bytes", nullptr},
+                          {"workspace_bytes", nullptr}, {"arena_bytes", nullptr}, {"recompute_flops", nullptr}, {"chosen", false}});
       else if (!s.origin.empty())
-        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin}, {"pruned", s.pruned}, {"max_live_bytes", s.max_live_bytes},
-                          {"feature_map_bytes", s.feature_map_bytes}, {"workspace_bytes", s.workspace_bytes},
-                          {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops}, {"chosen", s.chosen}});
+        search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
+                          {"pruned", false}, {"max_live_bytes", s.max_live_bytes}, {"feature_map_bytes", s.feature_map_bytes},
+                          {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
+                          {"chosen", s.chosen}});
       else
         search.push_back({{"budget", s.budget}, {"kept_cuts", s.kept_cuts}, {"feature_map_bytes", s.feature_map_bytes},
                           {"workspace_bytes", s.workspace_bytes}, {"arena_bytes", s.arena_bytes}, {"recompute_flops", s.recompute_flops},
@@ -155,9 +160,13 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
     if (mr.model_optimum >= 0)
-      std::printf("    papers' objective: optimum %s, chosen plan %s; %d max terms, %d segments in the division tree, search %.3f s; "
+      std::printf("    papers' objective: optimum %s, chosen plan %s%s; %d max terms, "
+                  "%d segments in the division tree, search %.3f s; "
                   "%zu candidates scored, %d stopped at their live-bytes bound\n",
                   mnemo::format_bytes(mr.model_optimum).c_str(), mr.model_objective >= 0 ? mnemo::format_bytes(mr.model_objective).c_str() : "-",
+                  std::any_of(mr.search.begin(), mr.search.end(), [](const mnemo::SearchStep& s) { return s.chosen && s.origin == "refined"; })
+                      ? " (refined: its groups may have several entries)"
+                      : "",
                   mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
     if (mr.budget_bytes >= 0) {
       const double rec = mr.planned.report.recompute_flops;
