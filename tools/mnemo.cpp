@@ -176,7 +176,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mr.lower_bound_flops / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
       for (const mnemo::SearchStep& s : mr.search)
         std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(),
-                    s.origin == "sublinear" || s.origin == "paper" || s.origin == "refined"
+                    s.origin == "sublinear" || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
                         ? mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str()
                         : s.origin == "recursive" ? ("depth " + std::to_string(static_cast<int>(s.budget))).c_str() : "",
                     mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
