@@ -61,7 +61,7 @@ Compare with `mnemo bench CONFIG --device cuda --json` (device_peak_in_use_bytes
 
 Prints one JSON line per model. Usage:
   python tools/bench_pytorch.py [--model NAME[,NAME...]|all] [--device cpu|cuda] [--tf32] [--threads T]
-                                [--steps N] [--warmup K] [--batch B] [--seed S]
+                                [--steps N] [--warmup K] [--batch B] [--seed S] [--checkpoint-segments K]
 """
 
 import argparse
@@ -89,6 +89,10 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=0,
                    help="batch size (default: the model's: %s)" % ", ".join("%s %d" % kv for kv in DEFAULT_BATCH.items()))
     p.add_argument("--seed", type=int, default=1, help="torch.manual_seed (default: %(default)s)")
+    p.add_argument("--checkpoint-segments", type=int, default=0,
+                   help="resnet56/resnet50: run the model through torch.utils.checkpoint.checkpoint_sequential with this "
+                        "many segments (use_reentrant=False; each segment's BatchNorm statistics are updated twice, as "
+                        "PyTorch does); 0: plain (default)")
     a = p.parse_args(argv)
     if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 0:
         p.error("--threads and --steps must be >= 1, --warmup and --batch >= 0")
@@ -98,6 +102,8 @@ def parse_args(argv):
         p.error("--model: unknown model %s (choose from %s, or all)" % (", ".join(map(repr, bad)), ", ".join(MODELS)))
     if a.tf32 and a.device != "cuda":
         p.error("--tf32 needs --device cuda")
+    if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in ("resnet56", "resnet50") for m in a.models)):
+        p.error("--checkpoint-segments: a positive count, for resnet56 or resnet50 only")
     return a
 
 
@@ -160,6 +166,7 @@ def build_resnet(torch, batch, device, style, blocks, block, shape, classes):
     x = (torch.rand(batch, *shape) * 2 - 1).to(device)
     y = torch.randint(0, classes, (batch,)).to(device)
     loss_fn = nn.CrossEntropyLoss()
+    model.bench_input = (x, y, loss_fn)  # for --checkpoint-segments
 
     def step_loss():
         return loss_fn(model(x), y)
@@ -238,6 +245,12 @@ def run_one(a, name):
     batch = a.batch or DEFAULT_BATCH[name]
     model, step_loss, weight_decay = BUILDERS[name](torch, batch, device)
     model.train()
+    if a.checkpoint_segments:
+        from torch.utils.checkpoint import checkpoint_sequential
+        x, y, loss_fn = model.bench_input
+
+        def step_loss():
+            return loss_fn(checkpoint_sequential(model, a.checkpoint_segments, x, use_reentrant=False), y)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=weight_decay)
     if cuda:
         torch.cuda.synchronize()
@@ -278,6 +291,7 @@ def run_one(a, name):
         "warmup": a.warmup,
         "peak_rss_bytes": rss1,
         "peak_rss_growth_bytes": rss1 - rss0,
+        "checkpoint_segments": a.checkpoint_segments,
     }
     if cuda:
         step_peak_allocated = torch.cuda.max_memory_allocated()

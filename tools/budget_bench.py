@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Measured step time along the budget=SIZE trade-off of one config, beside other memory modes,
+in alternating rounds.
+
+    tools/budget_bench.py CONFIG [--points 8] [--modes share,sublinear,optimal] [--rounds 3]
+                          [--steps 10] [--warmup 2] [--threads 2] [--mnemo build/mnemo]
+
+Plans `budget=SIZE` at --points budgets from share's total down to the least feasible one
+(`mnemo plan --memory budget=... --json`), keeps the distinct plans (same total and recompute
+FLOPs: the same member of the family), then times each of them and each --modes mode with
+`mnemo bench --json` once per round, the order rotating every round. Prints per plan: the budget,
+exact total, recompute share of the step's FLOPs, the median over rounds of its step time and of
+its ratio to the first mode's step time in the same round, and every round's step time.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"budget_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
+    return out.stdout
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("config")
+    p.add_argument("--points", type=int, default=8)
+    p.add_argument("--modes", default="share,sublinear,optimal")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--mnemo", default=os.path.join(os.path.dirname(here), "build", "mnemo"))
+    a = p.parse_args()
+    if a.points < 2 or a.rounds < 1:
+        sys.exit("budget_bench: --points >= 2 and --rounds >= 1")
+    modes = [m for m in a.modes.split(",") if m]
+    if not modes:
+        sys.exit("budget_bench: give at least one --modes mode (the first is the reference)")
+
+    def plan(mode):
+        return json.loads(run([a.mnemo, "plan", a.config, "--memory", mode, "--json"]))["modes"][0]
+
+    top = plan("budget=1x")
+    share_total = plan("share")["total_bytes"]
+    least = top["least_feasible_bytes"]
+    plans = {}  # (total, recompute) -> (mode string, budget, report)
+    for k in range(a.points):
+        b = share_total - (share_total - least) * k // (a.points - 1)
+        r = plan(f"budget={b}")
+        key = (r["total_bytes"], r["recompute_flops"])
+        if key not in plans:
+            plans[key] = (f"budget={b}", b, r)
+        print(f"budget {b / 2**20:.1f} MiB: total {r['total_bytes'] / 2**20:.1f} MiB, recompute {r['recompute_overhead']:.1%}", flush=True)
+    runs = modes + [m for m, _, _ in plans.values()]
+    info = {m: plan(m) for m in modes}
+    info.update({m: r for m, _, r in plans.values()})
+    times = {m: [] for m in runs}
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    for rnd in range(a.rounds):
+        order = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
+        for m in order:
+            j = json.loads(run([a.mnemo, "bench", a.config, "--json", "--memory", m, "--steps", str(a.steps), "--warmup",
+                                str(a.warmup)], env).strip().splitlines()[-1])
+            times[m].append(j["step_seconds_median"])
+        print(f"round {rnd + 1}: " + ", ".join(f"{m} {times[m][-1]:.4f}" for m in runs), flush=True)
+    ref = modes[0]
+    print()
+    print(f"| plan | total | recompute | median s/step | median ratio to {ref} | rounds (s/step) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for m in runs:
+        r = info[m]
+        ratios = [t / b for t, b in zip(times[m], times[ref])]
+        print(f"| {m} | {r['total_bytes'] / 2**20:.1f} MiB | {r['recompute_overhead']:.1%} | {statistics.median(times[m]):.4f} | "
+              f"{statistics.median(ratios):.3f} | " + ", ".join(f"{t:.4f}" for t in times[m]) + " |")
+
+
+if __name__ == "__main__":
+    main()
