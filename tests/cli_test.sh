@@ -45,6 +45,8 @@ expect train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --mem
 expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile
 expect save-init 0 'wrote the initial weights' -- "$mnemo" train "$cfg" --save-init "$tmp/w.safetensors"
 expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --out "$tmp/curve" --no-plot
+expect curve-budget 0 'sublinear +total +[0-9.]+ [KMG]iB, recompute' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --budgets 3 --memory share,sublinear --out "$tmp/curve-budget" --no-plot
+expect curve-budget-args 1 'give either --values \(MiB\) or --budgets N' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --out "$tmp/curve-budget" --no-plot
 # Error paths: a clear message and a non-zero exit, never a crash.
 expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared
 expect bad-mode-train 1 "memory mode 'sublinar'" -- "$mnemo" train "$cfg" --memory sublinar

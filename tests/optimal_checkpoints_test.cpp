@@ -173,6 +173,19 @@ Graph random_net(std::mt19937& rng, int layers, EntryRef* loss) {
   return g;
 }
 
+// The exact report (share) of every 0/1 mirror plan over the checkpoint graph's vertices.
+std::vector<MemoryReport> every_plan(const Graph& g, EntryRef loss, const CheckpointGraph& cg) {
+  const int k = cg.size() - 2;
+  std::vector<MemoryReport> out;
+  for (uint32_t mask = 0; mask < (1u << k); ++mask) {
+    std::vector<int> kept;
+    for (int i = 0; i < k; ++i)
+      if ((mask >> i) & 1u) kept.push_back(i + 1);
+    out.push_back(plan_training_step(build_training_graph(g, loss, checkpoint_mirror_plan(cg, kept, g.size())), AllocMode::share).report);
+  }
+  return out;
+}
+
 TEST(OptimalCheckpoints, ExactBytesAgainstEveryMirrorPlanOfSmallNets) {
   // `optimal` scored by exact plans against the least exact arena of all 2^k 0/1 mirror plans;
   // the papers' objective of its optimum against enumeration on the same graph.
@@ -187,14 +200,7 @@ TEST(OptimalCheckpoints, ExactBytesAgainstEveryMirrorPlanOfSmallNets) {
     ASSERT_LE(k, 14);
     const MirrorResult opt = plan_mirror(g, loss, parse_memory_mode("optimal"), {}, nullptr);
     int64_t least = INT64_MAX;
-    for (uint32_t mask = 0; mask < (1u << k); ++mask) {
-      std::vector<int> kept;
-      for (int i = 0; i < k; ++i)
-        if ((mask >> i) & 1u) kept.push_back(i + 1);
-      const MirrorPlan m = checkpoint_mirror_plan(cg, kept, g.size());
-      const PlannedStep ps = plan_training_step(build_training_graph(g, loss, m), AllocMode::share);
-      least = std::min(least, ps.report.arena_bytes);
-    }
+    for (const MemoryReport& r : every_plan(g, loss, cg)) least = std::min(least, r.arena_bytes);
     ASSERT_GE(opt.planned.report.arena_bytes, least) << "no plan beats the least of all plans";
     worst = std::max(worst, static_cast<double>(opt.planned.report.arena_bytes) / static_cast<double>(least));
     exact_best += opt.planned.report.arena_bytes == least;
@@ -225,15 +231,9 @@ TEST(OptimalCheckpoints, BudgetBoundHoldsAgainstEveryMirrorPlanOfSmallNets) {
     EntryRef loss;
     const Graph g = random_net(rng, 5 + static_cast<int>(rng() % 5), &loss);
     const CheckpointGraph cg = checkpoint_graph(g, loss.node);
-    const int k = cg.size() - 2;
+    ASSERT_LE(cg.size() - 2, 14);
     std::vector<std::pair<int64_t, double>> all;  // (total, recompute) of every 0/1 plan
-    for (uint32_t mask = 0; mask < (1u << k); ++mask) {
-      std::vector<int> kept;
-      for (int i = 0; i < k; ++i)
-        if ((mask >> i) & 1u) kept.push_back(i + 1);
-      const PlannedStep ps = plan_training_step(build_training_graph(g, loss, checkpoint_mirror_plan(cg, kept, g.size())), AllocMode::share);
-      all.push_back({ps.report.total_bytes, ps.report.recompute_flops});
-    }
+    for (const MemoryReport& r : every_plan(g, loss, cg)) all.push_back({r.total_bytes, r.recompute_flops});
     std::vector<int64_t> totals;
     for (const auto& [t, r] : all) totals.push_back(t);
     std::sort(totals.begin(), totals.end());
@@ -283,13 +283,7 @@ TEST(OptimalCheckpoints, BudgetBoundFollowsViewsToTheirEntry) {
   const CheckpointGraph cg = checkpoint_graph(g, loss.node);
   const int k = cg.size() - 2;
   std::vector<std::pair<int64_t, double>> all;
-  for (uint32_t mask = 0; mask < (1u << k); ++mask) {
-    std::vector<int> kept;
-    for (int i = 0; i < k; ++i)
-      if ((mask >> i) & 1u) kept.push_back(i + 1);
-    const PlannedStep ps = plan_training_step(build_training_graph(g, loss, checkpoint_mirror_plan(cg, kept, g.size())), AllocMode::share);
-    all.push_back({ps.report.total_bytes, ps.report.recompute_flops});
-  }
+  for (const MemoryReport& r : every_plan(g, loss, cg)) all.push_back({r.total_bytes, r.recompute_flops});
   const TrainingGraph tg = build_training_graph(g, loss, MirrorPlan(g.size(), 0));
   const PlannedStep keep = plan_training_step(tg, AllocMode::share);
   const int64_t fixed = keep.report.total_bytes - keep.report.arena_bytes;

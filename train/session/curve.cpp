@@ -104,6 +104,14 @@ void csv_row(std::ostream& csv, const CurveOptions& opt, int64_t v, int layers, 
   csv.flush();
 }
 
+// Runs DIR/plot.gp; false (with a message) when gnuplot fails or is missing.
+bool run_gnuplot(const std::string& dir) {
+  const std::string cmd = "gnuplot '" + dir + "/plot.gp' 2>&1";
+  if (std::system(cmd.c_str()) == 0) return true;
+  std::fprintf(stderr, "mnemo curve: gnuplot failed or is not installed (apt-get install gnuplot-nox); the CSV is written\n");
+  return false;
+}
+
 // --vary budget: the time-memory trade-off of budget=SIZE on one config.
 int run_budget_curve(const CurveOptions& opt) {
   MNEMO_CHECK(opt.values.empty() != (opt.budgets == 0)) << "--vary budget: give either --values (MiB) or --budgets N";
@@ -165,11 +173,7 @@ int run_budget_curve(const CurveOptions& opt) {
     gp << ", " << gp_quote(opt.out + "/" + m + ".dat") << " using 1:2 with points pt 7 ps 2 title " << gp_quote(m);
   gp << "\n";
   gp.close();
-  const std::string cmd = "gnuplot '" + opt.out + "/plot.gp' 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    std::fprintf(stderr, "mnemo curve: gnuplot failed or is not installed (apt-get install gnuplot-nox); the CSV is written\n");
-    return 1;
-  }
+  if (!run_gnuplot(opt.out)) return 1;
   std::printf("plot: %s/tradeoff.png\n", opt.out.c_str());
   return 0;
 }
@@ -248,11 +252,7 @@ int run_curve(const CurveOptions& opt) {
     gp << "\n";
   }
   gp.close();
-  const std::string cmd = "gnuplot '" + opt.out + "/plot.gp' 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    std::fprintf(stderr, "mnemo curve: gnuplot failed or is not installed (apt-get install gnuplot-nox); the CSV is written\n");
-    return 1;
-  }
+  if (!run_gnuplot(opt.out)) return 1;
   std::printf("plots: %s/feature_map.png, %s/total.png\n", opt.out.c_str(), opt.out.c_str());
   return 0;
 }
