@@ -89,6 +89,14 @@ int Graph::push(Node n) {
   return id;
 }
 
+Cost node_cost(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  if (!n.is(OpKind::compute) || !n.op->cost) return {};
+  std::vector<TensorType> in;
+  for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
+  return n.op->cost(n.params.get(), in, n.outputs);
+}
+
 const TensorType& Graph::type(EntryRef e) const {
   MNEMO_CHECK(e.node >= 0 && e.node < static_cast<int>(nodes_.size())) << "no node " << e.node;
   const Node& n = nodes_[e.node];

@@ -79,6 +79,10 @@ class Graph {
   std::unordered_map<std::string, int> by_name_;
 };
 
+// The op's cost estimate for node `id` of `g` (FLOPs and bytes moved of one call); zero for
+// non-compute nodes and ops without a cost function.
+Cost node_cost(const Graph& g, int id);
+
 // Kahn's algorithm over `n` items with edges given as predecessor lists; ties keep the given
 // order. Throws naming a node on a cycle. (Config loaders use it to order listed nodes.)
 std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,

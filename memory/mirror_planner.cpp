@@ -284,13 +284,7 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     for (size_t j = 0; j < n.outputs.size(); ++j)
       if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
-    double flops = 0;
-    if (n.op->cost) {
-      std::vector<TensorType> in;
-      for (const EntryRef& e : n.inputs) in.push_back(fwd.type(e));
-      flops = n.op->cost(n.params.get(), in, n.outputs).flops;
-    }
-    items.push_back({flops, bytes});
+    items.push_back({node_cost(fwd, static_cast<int>(v)).flops, bytes});
     saved += bytes;
   }
   // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
@@ -333,40 +327,53 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     r.planned = plan_training_step(r.training, mode.alloc, device, prune_above);
     return r;
   };
-  // Scores `plans` in parallel (they are independent), each distinct plan once: `at[i]` is the
-  // index of plan i's result.
-  auto evaluate_all = [&](const std::vector<MirrorPlan>& plans, std::vector<size_t>& at, int64_t prune_above = -1) {
-    std::vector<size_t> unique;
-    at.assign(plans.size(), 0);
+  // Scores `plans` by their exact plans, in parallel (they are independent), each distinct plan
+  // once: plan i's result is rs[same[i]], same[i] the first plan equal to it. The plans in `lead`
+  // are scored first, in full; the others then stop after their liveness when their live bytes
+  // (a lower bound of their arena) exceed the leads' best arena (plan_memory's prune_above):
+  // those cannot win, and the packing they skip is most of their cost. The threshold is fixed
+  // before the second round, so the same plans are pruned on every run and thread count.
+  auto score = [&](const std::vector<MirrorPlan>& plans, const std::vector<size_t>& lead, std::vector<size_t>& same) {
+    same.resize(plans.size());
     for (size_t i = 0; i < plans.size(); ++i) {
-      size_t k = 0;
-      while (k < unique.size() && plans[unique[k]] != plans[i]) ++k;
-      if (k == unique.size()) unique.push_back(i);
-      at[i] = k;
+      same[i] = i;
+      for (size_t k = 0; k < i && same[i] == i; ++k)
+        if (same[k] == k && plans[k] == plans[i]) same[i] = k;
     }
-    std::vector<MirrorResult> rs(unique.size());
-    // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
-    std::vector<std::exception_ptr> errors(unique.size());
+    std::vector<MirrorResult> rs(plans.size());
+    auto run = [&](const std::vector<size_t>& which, int64_t prune_above) {
+      // An exception must not leave an OpenMP region (std::terminate): keep the first, rethrow after.
+      std::vector<std::exception_ptr> errors(which.size());
 #pragma omp parallel for schedule(dynamic)
-    for (size_t i = 0; i < unique.size(); ++i) {
-      try {
-        rs[i] = evaluate(plans[unique[i]], prune_above);
-      } catch (...) {
-        errors[i] = std::current_exception();
+      for (size_t k = 0; k < which.size(); ++k) {
+        try {
+          rs[which[k]] = evaluate(plans[which[k]], prune_above);
+        } catch (...) {
+          errors[k] = std::current_exception();
+        }
       }
+      for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    };
+    std::vector<size_t> first, rest;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (same[i] != i) continue;
+      const bool is_lead = std::any_of(lead.begin(), lead.end(), [&](size_t l) { return same[l] == i; });
+      (is_lead ? first : rest).push_back(i);
     }
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
+    run(first, -1);
+    int64_t bound = first.empty() ? -1 : INT64_MAX;
+    for (size_t i : first) bound = std::min(bound, rs[i].planned.report.arena_bytes);
+    run(rest, bound);
     return rs;
   };
-  // The least arena among the results; ties go to the earlier plan, so the result does not
-  // depend on the thread count.
-  auto least = [](const std::vector<MirrorResult>& rs, const std::vector<size_t>& at) {
+  // The least arena among the scored plans; ties go to the earlier plan.
+  auto least = [](const std::vector<MirrorResult>& rs, const std::vector<size_t>& same) {
     size_t chosen = 0;
-    for (size_t i = 1; i < at.size(); ++i)
-      if (!rs[at[i]].planned.report.pruned &&
-          (rs[at[chosen]].planned.report.pruned || rs[at[i]].planned.report.arena_bytes < rs[at[chosen]].planned.report.arena_bytes))
-        chosen = i;
+    for (size_t i = 1; i < same.size(); ++i) {
+      const MemoryReport &r = rs[same[i]].planned.report, &c = rs[same[chosen]].planned.report;
+      if (!r.pruned && (c.pruned || r.arena_bytes < c.arena_bytes)) chosen = i;
+    }
     return chosen;
   };
   MirrorResult best;
@@ -395,11 +402,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       //   sublinear  Chen's cut plans of `sublinear` (its budget search): the papers' segments
       //              have one entry, so a step boundary of a 2-layer LSTM (h and c of each layer)
       //              is no checkpoint set of theirs, and Chen's cuts win there.
-      std::vector<size_t> order(search.solutions.size());
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return search.solutions[a].objective() < search.solutions[b].objective();
-      });
+      std::vector<size_t> order = by_objective(search);
       if (order.size() > kOptimalCandidates) order.resize(kOptimalCandidates);
       std::vector<CheckpointSolution> sols;
       std::vector<std::string> origin;
@@ -433,38 +436,14 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         st.origin = "sublinear";
         log.push_back(st);
       }
-      // Scored in two rounds: first the least objective (paper or refined) and sublinear's
-      // sqrt(x y) budget in full,
-      // then the others, each stopped once its live bytes (a lower bound of its arena) exceed the
-      // best arena of the first round: those cannot win, and skipping their packing is most of
-      // their cost. The threshold is fixed before the second round, so the same candidates are
-      // pruned on every run and thread count.
+      // Leads: the least objective (paper or refined) and sublinear's sqrt(x y) budget.
       size_t top = 0;
       for (size_t i = 1; i < sols.size(); ++i)
         if (origin[i] != "keep-all" && sols[i].objective() < sols[top].objective()) top = i;
       std::vector<size_t> lead{top};
       if (plans.size() > sols.size() + 1) lead.push_back(sols.size() + 1);
-      std::vector<MirrorPlan> first, second;
-      std::vector<size_t> where(plans.size());
-      for (size_t i = 0; i < plans.size(); ++i) {
-        const bool in_lead = std::find(lead.begin(), lead.end(), i) != lead.end();
-        where[i] = in_lead ? first.size() : second.size();
-        (in_lead ? first : second).push_back(plans[i]);
-      }
-      std::vector<size_t> at1, at2;
-      std::vector<MirrorResult> r1 = evaluate_all(first, at1);
-      int64_t bound = INT64_MAX;
-      for (const MirrorResult& r : r1) bound = std::min(bound, r.planned.report.arena_bytes);
-      std::vector<MirrorResult> r2 = evaluate_all(second, at2, bound);
-      std::vector<MirrorResult> rs;
-      rs.reserve(r1.size() + r2.size());  // (a MirrorResult's move may throw: growing would copy them)
-      std::vector<size_t> at(plans.size());
-      for (size_t i = 0; i < plans.size(); ++i) {
-        const bool in_lead = std::find(lead.begin(), lead.end(), i) != lead.end();
-        at[i] = in_lead ? at1[where[i]] : r1.size() + at2[where[i]];
-      }
-      for (MirrorResult& r : r1) rs.push_back(std::move(r));
-      for (MirrorResult& r : r2) rs.push_back(std::move(r));
+      std::vector<size_t> at;
+      std::vector<MirrorResult> rs = score(plans, lead, at);
       const size_t chosen = least(rs, at);
       int pruned = 0;
       for (size_t i = 0; i < at.size(); ++i) {
@@ -513,11 +492,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       const OptimalSearch search = optimal_checkpoints(cg, tree, kBudgetSlack);
       // The papers' solutions: the kBudgetPaper least objectives and kBudgetPaper more spread
       // over the max terms (from few checkpoints to many), each also refined.
-      std::vector<size_t> pick, order(search.solutions.size());
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return search.solutions[a].objective() < search.solutions[b].objective();
-      });
+      const std::vector<size_t> order = by_objective(search);
+      std::vector<size_t> pick;
       for (size_t i = 0; i < order.size() && i < kBudgetPaper; ++i) pick.push_back(order[i]);
       for (size_t k = 0; k < kBudgetPaper && !search.solutions.empty(); ++k) {
         const size_t i = k * (search.solutions.size() - 1) / std::max<size_t>(1, kBudgetPaper - 1);
@@ -543,7 +519,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         }
       }
       std::vector<size_t> at;
-      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      std::vector<MirrorResult> rs = score(plans, {}, at);
       const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
                                                   : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(rs[at[0]].planned.report.total_bytes));
       // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
@@ -588,7 +564,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       std::vector<int> kept(budgets.size());
       for (size_t i = 0; i < budgets.size(); ++i) plans.push_back(apply(budget_plan(fwd, cuts, budgets[i], nullptr, nullptr, &kept[i])));
       std::vector<size_t> at;
-      std::vector<MirrorResult> rs = evaluate_all(plans, at);
+      std::vector<MirrorResult> rs = score(plans, {}, at);
       const size_t chosen = least(rs, at);
       std::vector<SearchStep> log;
       for (size_t i = 0; i < at.size(); ++i) {

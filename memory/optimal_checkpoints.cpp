@@ -57,14 +57,12 @@ CheckpointGraph checkpoint_graph(const Graph& fwd, int loss) {
   // Only what the loss depends on: side outputs (batch norm's running statistics, read by the
   // state updates at the end of the step) would otherwise all feed T and join every layer to the
   // end of the graph.
-  std::vector<char> needed(n, loss < 0 ? 1 : 0);
-  if (loss >= 0) {
-    MNEMO_CHECK(loss < n) << "checkpoint graph: loss node " << loss << " is not in the graph of " << n << " nodes";
-    needed[loss] = 1;
-    for (int v = loss; v >= 0; --v)
-      if (needed[v])
-        for (const EntryRef& e : fwd.node(v).inputs) needed[e.node] = 1;
-  }
+  MNEMO_CHECK(loss >= 0 && loss < n) << "checkpoint graph: loss node " << loss << " is not in the graph of " << n << " nodes";
+  std::vector<char> needed(n, 0);
+  needed[loss] = 1;
+  for (int v = loss; v >= 0; --v)
+    if (needed[v])
+      for (const EntryRef& e : fwd.node(v).inputs) needed[e.node] = 1;
   std::vector<int> vertex_of(n, -1);
   CheckpointGraph g;
   g.cost.push_back(0);  // S
@@ -101,15 +99,6 @@ CheckpointGraph checkpoint_graph(const Graph& fwd, int loss) {
   }
   finish_edges(g);
   return g;
-}
-
-const char* segment_kind_name(SegmentKind k) {
-  switch (k) {
-    case SegmentKind::linear: return "linear";
-    case SegmentKind::branch: return "branch";
-    case SegmentKind::complicate: return "complicate";
-  }
-  return "?";
 }
 
 namespace {
@@ -299,7 +288,6 @@ class TreeBuilder {
     auto largest_is = [&](int a, int b) {
       auto it = memo.find({a, b});
       if (it != memo.end()) return it->second;
-      ++t_.pairs_tried;
       // Candidates in a's dominator subtree that b post-dominates.
       std::vector<int> cand;
       ++mark_stamp_;
@@ -468,28 +456,45 @@ class Solver {
   std::vector<char>& kept_;
 };
 
-// The largest group of dropped vertices (connected through dropped vertices).
-int64_t largest_group(const CheckpointGraph& g, const std::vector<char>& kept) {
+// The groups of dropped vertices (connected through dropped vertices; S and T count as kept):
+// the largest group's cost, and whether every group is entered from one kept vertex and left to
+// one (the papers' validity).
+struct Groups {
+  int64_t largest = 0;
+  bool valid = true;
+};
+template <class Kept>
+Groups scan_groups(const CheckpointGraph& g, const Kept& kept) {
   const int n = g.size();
+  auto is_kept = [&](int v) { return v == 0 || v == n - 1 || kept[v]; };
   std::vector<char> seen(n, 0);
-  int64_t best = 0;
+  Groups out;
   std::vector<int> stack;
   for (int v0 = 1; v0 < n - 1; ++v0) {
-    if (kept[v0] || seen[v0]) continue;
-    int64_t sum = 0;
+    if (is_kept(v0) || seen[v0]) continue;
+    int64_t group = 0;
+    int entry = -1, exit = -1;
     stack.assign(1, v0);
     seen[v0] = 1;
     while (!stack.empty()) {
       const int v = stack.back();
       stack.pop_back();
-      sum += g.cost[v];
-      for (const auto* list : {&g.succ[v], &g.pred[v]})
-        for (int w : *list)
-          if (w > 0 && w < n - 1 && !kept[w] && !seen[w]) seen[w] = 1, stack.push_back(w);
+      group += g.cost[v];
+      for (const bool forward : {false, true}) {
+        int& end = forward ? exit : entry;
+        for (int w : forward ? g.succ[v] : g.pred[v]) {
+          if (is_kept(w)) {
+            out.valid &= end < 0 || end == w;
+            end = w;
+          } else if (!seen[w]) {
+            seen[w] = 1, stack.push_back(w);
+          }
+        }
+      }
     }
-    best = std::max(best, sum);
+    out.largest = std::max(out.largest, group);
   }
-  return best;
+  return out;
 }
 
 }  // namespace
@@ -510,7 +515,7 @@ CheckpointSolution solve_max_term(const CheckpointGraph& g, const DivisionTree& 
   }
   for (int v = 1; v < g.size() - 1; ++v)
     if (kept[v]) sol.checkpoints.push_back(v);
-  sol.max_segment_bytes = largest_group(g, kept);
+  sol.max_segment_bytes = scan_groups(g, kept).largest;
   return sol;
 }
 
@@ -533,47 +538,24 @@ OptimalSearch optimal_checkpoints(const CheckpointGraph& g, const DivisionTree& 
   return out;
 }
 
+std::vector<size_t> by_objective(const OptimalSearch& s) {
+  std::vector<size_t> order(s.solutions.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s.solutions[a].objective() < s.solutions[b].objective(); });
+  return order;
+}
+
 int64_t checkpoint_objective(const CheckpointGraph& g, const std::vector<bool>& kept, int64_t* max_segment) {
   const int n = g.size();
   MNEMO_CHECK(static_cast<int>(kept.size()) == n) << "checkpoint objective: " << kept.size() << " flags for " << n << " vertices";
-  auto is_kept = [&](int v) { return v == 0 || v == n - 1 || kept[v]; };
-  std::vector<char> seen(n, 0);
-  int64_t sum = 0, largest = 0;
+  const Groups groups = scan_groups(g, kept);
+  if (!groups.valid) return -1;
+  int64_t sum = 0;
   for (int v = 1; v < n - 1; ++v)
-    if (is_kept(v)) sum += g.cost[v];
-  for (int v0 = 1; v0 < n - 1; ++v0) {
-    if (is_kept(v0) || seen[v0]) continue;
-    int64_t group = 0;
-    int entry = -1, exit = -1;
-    bool valid = true;
-    std::vector<int> stack{v0};
-    seen[v0] = 1;
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      group += g.cost[v];
-      for (int p : g.pred[v]) {
-        if (is_kept(p)) {
-          valid &= entry < 0 || entry == p;
-          entry = p;
-        } else if (!seen[p]) {
-          seen[p] = 1, stack.push_back(p);
-        }
-      }
-      for (int q : g.succ[v]) {
-        if (is_kept(q)) {
-          valid &= exit < 0 || exit == q;
-          exit = q;
-        } else if (!seen[q]) {
-          seen[q] = 1, stack.push_back(q);
-        }
-      }
-    }
-    if (!valid) return -1;
-    largest = std::max(largest, group);
-  }
-  if (max_segment) *max_segment = largest;
-  return sum + largest;
+    if (kept[v]) sum += g.cost[v];
+  if (max_segment) *max_segment = groups.largest;
+  return sum + groups.largest;
 }
 
 CheckpointSolution refine_checkpoints(const CheckpointGraph& g, const CheckpointSolution& start) {
@@ -581,7 +563,7 @@ CheckpointSolution refine_checkpoints(const CheckpointGraph& g, const Checkpoint
   std::vector<char> kept(n, 0);
   for (int v : start.checkpoints) kept[v] = 1;
   int64_t sum = start.checkpoint_bytes;
-  int64_t largest = largest_group(g, kept);
+  int64_t largest = scan_groups(g, kept).largest;
   std::vector<int> order = start.checkpoints;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return g.cost[a] > g.cost[b]; });
   // Group sizes by union-find over the dropped vertices: dropping v merges v with the groups of

@@ -57,11 +57,10 @@ CheckpointGraph make_checkpoint_graph(const std::vector<int64_t>& cost, const st
 // A forward graph's: one vertex per compute node the loss depends on (views merged into the node
 // whose memory they alias), its cost the bytes of its outputs. Leaves (inputs, params) and nodes
 // the loss does not read (running statistics for the state updates) are not vertices: they are
-// always kept. `loss` < 0: every node.
-CheckpointGraph checkpoint_graph(const Graph& forward, int loss = -1);
+// always kept.
+CheckpointGraph checkpoint_graph(const Graph& forward, int loss);
 
 enum class SegmentKind { linear, branch, complicate };
-const char* segment_kind_name(SegmentKind k);
 
 struct Segment {
   SegmentKind kind = SegmentKind::branch;
@@ -79,7 +78,6 @@ struct Segment {
 
 struct DivisionTree {
   std::vector<Segment> segments;  // [0] is the whole graph [S, T] (when it has an interior)
-  int pairs_tried = 0;            // complicate ISs: (a, b) pairs examined
 };
 DivisionTree division_tree(const CheckpointGraph& g);
 
@@ -103,6 +101,8 @@ struct OptimalSearch {
 // The max-term loop; solutions with an objective within `slack` of the best are all kept
 // (the loop runs until the checkpoint cost alone exceeds (1 + slack) * the best objective).
 OptimalSearch optimal_checkpoints(const CheckpointGraph& g, const DivisionTree& tree, double slack = 0.0);
+// Indices into s.solutions, least objective first (ties: the larger max term, found first).
+std::vector<size_t> by_objective(const OptimalSearch& s);
 
 // The objective of kept set `kept` (per vertex; S and T are always kept), or -1 when it is not
 // valid (a group of dropped vertices entered from, or leaving to, more than one kept vertex).

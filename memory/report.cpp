@@ -53,9 +53,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
     } else if (n.is(OpKind::input)) {
       r.input_bytes += static_cast<int64_t>(n.outputs[0].bytes());
     } else if (n.is(OpKind::compute) && n.op->cost) {
-      std::vector<TensorType> in;
-      for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
-      const double f = n.op->cost(n.params.get(), in, n.outputs).flops;
+      const double f = node_cost(g, static_cast<int>(v)).flops;
       r.step_flops += f;
       if (n.role == NodeRole::recompute) r.recompute_flops += f, ++r.recompute_nodes;
     }

@@ -79,13 +79,10 @@ ModelStats model_stats(const ModelBuilder& b) {
   for (const ParamSpec& s : b.params())
     if (s.trainable) st.params += g.node(s.node).outputs[0].numel();
   for (int v = 0; v < static_cast<int>(g.size()); ++v) {
-    const Node& n = g.node(v);
-    if (!n.is(OpKind::compute) || !n.op->cost) continue;
-    std::vector<TensorType> in;
-    for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
-    const double f = n.op->cost(n.params.get(), in, n.outputs).flops;
+    const double f = node_cost(g, v).flops;
     st.forward_flops += f;
-    if (n.op->name == "conv2d" || n.op->name == "fully_connected") st.matmul_flops += f;
+    const std::string& op = g.node(v).op->name;
+    if (op == "conv2d" || op == "fully_connected") st.matmul_flops += f;
   }
   return st;
 }

@@ -46,6 +46,8 @@ expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --
 expect save-init 0 'wrote the initial weights' -- "$mnemo" train "$cfg" --save-init "$tmp/w.safetensors"
 expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --out "$tmp/curve" --no-plot
 expect curve-budget 0 'sublinear +total +[0-9.]+ [KMG]iB, recompute' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --budgets 3 --memory share,sublinear --out "$tmp/curve-budget" --no-plot
+expect curve-budget-values 0 'budget +1.0 MiB: below the least feasible .*skipped' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --values 1,500 --memory share --out "$tmp/curve-budget-values" --no-plot
+expect curve-budgets-vary 1 '--budgets needs --vary budget' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2 --budgets 3 --out "$tmp/curve-x" --no-plot
 expect curve-budget-args 1 'give either --values \(MiB\) or --budgets N' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --out "$tmp/curve-budget" --no-plot
 # Error paths: a clear message and a non-zero exit, never a crash.
 expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared

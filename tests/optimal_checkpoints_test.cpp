@@ -280,6 +280,7 @@ TEST(OptimalCheckpoints, BudgetBoundFollowsViewsToTheirEntry) {
   EntryRef r = g.add1("relu", {{sp, 0}});
   EntryRef cat = g.add1("concat", {r, m}, {{"axis", int64_t{1}}});
   EntryRef loss = g.add1("softmax_cross_entropy", {g.add1("fully_connected", {cat, g.param("w2", {DType::f64, {3, 40}})}), labels});
+  EXPECT_THROW(checkpoint_graph(g, static_cast<int>(g.size())), Error);
   const CheckpointGraph cg = checkpoint_graph(g, loss.node);
   const int k = cg.size() - 2;
   std::vector<std::pair<int64_t, double>> all;

@@ -9,22 +9,10 @@ NEW/OLD; the summary is the median of the per-round ratios. Used for "no slower 
 targets (docs/BENCHMARKS.md). Builds nothing.
 """
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 
-
-def bench(binary, args):
-    cmd = [binary, "bench", args.config, "--json", "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    if args.memory:
-        cmd += ["--memory", args.memory]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"ab_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+import mnemo_run
 
 
 def main():
@@ -48,7 +36,8 @@ def main():
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
         t = {}
         for which in order:
-            t[which] = bench(args.old if which == "old" else args.new, args)["step_seconds_median"]
+            t[which] = mnemo_run.bench(args.old if which == "old" else args.new, args.config, "ab_bench", args.memory, args.steps, args.warmup,
+                                       args.threads)["step_seconds_median"]
         ratios.append(t["new"] / t["old"])
         print(f"| {r + 1} | {' then '.join(order)} | {t['old']:.4f} | {t['new']:.4f} | {ratios[-1]:.3f} |")
     print(f"\nmedian new/old over {args.rounds} rounds: {statistics.median(ratios):.3f} "

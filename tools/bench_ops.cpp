@@ -58,12 +58,7 @@ class OpRun {
     kernel_.run(KernelContext{in_views_, out_views_, n.params.get(), ws_.data(), ws_bytes_, nullptr, kernel_.state.get()});
   }
   size_t workspace_bytes() const { return ws_bytes_; }
-  double flops() const {
-    const Node& n = g_.node(id_);
-    std::vector<TensorType> in;
-    for (const Tensor& t : in_) in.push_back(t.type());
-    return n.op->cost ? n.op->cost(n.params.get(), in, n.outputs).flops : 0;
-  }
+  double flops() const { return node_cost(g_, id_).flops; }
 
  private:
   Graph g_;

@@ -13,18 +13,11 @@ exact total, recompute share of the step's FLOPs, the median over rounds of its 
 its ratio to the first mode's step time in the same round, and every round's step time.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-
-def run(cmd, env=None):
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"budget_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
-    return out.stdout
+import mnemo_run
 
 
 def main():
@@ -46,7 +39,7 @@ def main():
         sys.exit("budget_bench: give at least one --modes mode (the first is the reference)")
 
     def plan(mode):
-        return json.loads(run([a.mnemo, "plan", a.config, "--memory", mode, "--json"]))["modes"][0]
+        return mnemo_run.plan(a.mnemo, a.config, mode, "budget_bench")
 
     top = plan("budget=1x")
     share_total = plan("share")["total_bytes"]
@@ -63,12 +56,10 @@ def main():
     info = {m: plan(m) for m in modes}
     info.update({m: r for m, _, r in plans.values()})
     times = {m: [] for m in runs}
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     for rnd in range(a.rounds):
         order = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
         for m in order:
-            j = json.loads(run([a.mnemo, "bench", a.config, "--json", "--memory", m, "--steps", str(a.steps), "--warmup",
-                                str(a.warmup)], env).strip().splitlines()[-1])
+            j = mnemo_run.bench(a.mnemo, a.config, "budget_bench", m, a.steps, a.warmup, a.threads)
             times[m].append(j["step_seconds_median"])
         print(f"round {rnd + 1}: " + ", ".join(f"{m} {times[m][-1]:.4f}" for m in runs), flush=True)
     ref = modes[0]

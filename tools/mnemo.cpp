@@ -183,19 +183,19 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                     s.chosen ? "  <- chosen" : "");
     } else
     for (const mnemo::SearchStep& s : mr.search)
-      if (!s.origin.empty() && s.pruned)
-        std::printf("    %-9s %s %10s: %4d %s, objective %10s, live bytes %10s > the best arena: not packed\n", s.origin.c_str(),
-                    s.origin == "sublinear" ? "budget  " : "max term", mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts,
-                    s.origin == "sublinear" ? "cuts       " : "checkpoints",
-                    s.objective_bytes >= 0 ? mnemo::format_bytes(s.objective_bytes).c_str() : "-",
-                    mnemo::format_bytes(s.max_live_bytes).c_str());
-      else if (!s.origin.empty())
-        std::printf("    %-9s %s %10s: %4d %s, objective %10s, feature maps %10s, arena %10s, recompute %.3g GFLOP%s\n", s.origin.c_str(),
-                    s.origin == "sublinear" ? "budget  " : "max term", mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts,
-                    s.origin == "sublinear" ? "cuts       " : "checkpoints",
-                    s.objective_bytes >= 0 ? mnemo::format_bytes(s.objective_bytes).c_str() : "-",
-                    mnemo::format_bytes(s.feature_map_bytes).c_str(), mnemo::format_bytes(s.arena_bytes).c_str(), s.recompute_flops / 1e9,
-                    s.chosen ? "  <- chosen" : "");
+      if (!s.origin.empty()) {
+        char result[160];
+        if (s.pruned)
+          std::snprintf(result, sizeof result, "live bytes %10s > the best arena: not packed", mnemo::format_bytes(s.max_live_bytes).c_str());
+        else
+          std::snprintf(result, sizeof result, "feature maps %10s, arena %10s, recompute %.3g GFLOP%s",
+                        mnemo::format_bytes(s.feature_map_bytes).c_str(), mnemo::format_bytes(s.arena_bytes).c_str(),
+                        s.recompute_flops / 1e9, s.chosen ? "  <- chosen" : "");
+        const bool cuts = s.origin == "sublinear";
+        std::printf("    %-9s %s %10s: %4d %s, objective %10s, %s\n", s.origin.c_str(), cuts ? "budget  " : "max term",
+                    mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts, cuts ? "cuts       " : "checkpoints",
+                    s.objective_bytes >= 0 ? mnemo::format_bytes(s.objective_bytes).c_str() : "-", result);
+      }
       else
       std::printf("    budget %10s: %3d cuts kept, feature maps %10s, workspace %9s, arena %10s, recompute %.3g GFLOP%s\n",
                   mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str(), s.kept_cuts, mnemo::format_bytes(s.feature_map_bytes).c_str(),

@@ -10,23 +10,11 @@ median step time per mode and its ratio to the first mode, then the median over 
 ratios (the summary docs/BENCHMARKS.md records). Builds nothing.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-
-def bench(args, mode):
-    cmd = [args.mnemo, "bench", args.config, "--json", "--memory", mode, "--steps", str(args.steps),
-           "--warmup", str(args.warmup)]
-    if args.batch:
-        cmd += ["--batch", str(args.batch)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"mode_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+import mnemo_run
 
 
 def main():
@@ -49,7 +37,7 @@ def main():
     for r in range(args.rounds):
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for m in order:
-            j = bench(args, m)
+            j = mnemo_run.bench(args.mnemo, args.config, "mode_bench", m, args.steps, args.warmup, args.threads, args.batch)
             times[m].append(j["step_seconds_median"])
             info[m] = j
         base = times[modes[0]][-1]
