@@ -9,6 +9,8 @@
 #include <cmath>
 #include <exception>
 
+#include "memory/budget_exact.h"
+#include "memory/liveness.h"
 #include "memory/optimal_checkpoints.h"
 
 namespace mnemo {
@@ -29,12 +31,32 @@ namespace {
 
 // budget=SIZE: "2GiB", "900MB", "123456789", "1.5 GiB", "0.5x".
 void parse_budget(const std::string& name, MemoryMode& m) {
-  const std::string text = name.substr(7);
+  std::string text = name.substr(7);
   auto fail = [&]() {
     MNEMO_FAIL() << "memory mode '" << name
                  << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
-                    "share's total like 0.5x";
+                    "share's total like 0.5x, optionally followed by :fast, :exact or :exact=SECONDS";
   };
+  if (const size_t colon = text.find(':'); colon != std::string::npos) {
+    const std::string solver = text.substr(colon + 1);
+    text.resize(colon);
+    if (solver == "fast") {
+      m.budget_solver = MemoryMode::Solver::fast;
+    } else if (solver == "exact") {
+      m.budget_solver = MemoryMode::Solver::exact;
+    } else if (solver.rfind("exact=", 0) == 0) {
+      m.budget_solver = MemoryMode::Solver::exact;
+      size_t pos = 0;
+      try {
+        m.budget_seconds = std::stod(solver.substr(6), &pos);
+      } catch (...) {
+        fail();
+      }
+      if (pos != solver.size() - 6 || !std::isfinite(m.budget_seconds) || m.budget_seconds <= 0 || m.budget_seconds > 86400) fail();
+    } else {
+      fail();
+    }
+  }
   size_t pos = 0;
   double value = 0;
   try {
@@ -221,6 +243,7 @@ constexpr double kOptimalSlack = 0.5;
 // least objective the max-term loop collects them.
 constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
+constexpr double kBudgetLpSeconds = 5.0;  // budget's fast solver: the time limit of its LP bound
 }  // namespace
 
 namespace {
@@ -545,15 +568,56 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         MNEMO_FAIL() << "memory mode '" << mode.name << "': no plan fits in " << format_bytes(limit) << " (" << limit
                      << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
                      << log[least_total].origin << " plan): use budget=" << least << " or more";
-      log[*chosen].chosen = true;
       // (before rs is moved from: the keep-all member may be the chosen one)
       const MemoryReport& keep = rs[at[0]].planned.report;
-      const double bound = budget_lower_bound(fwd, rs[at[0]].training, limit - (keep.total_bytes - keep.arena_bytes));
-      best = std::move(rs[at[*chosen]]);
+      const int64_t arena_limit = limit - (keep.total_bytes - keep.arena_bytes);
+      double bound = budget_lower_bound(fwd, rs[at[0]].training, arena_limit);
+      // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
+      // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
+      std::optional<MirrorResult> found;
+      ExactBudget eb;
+      // The programme's bound is not used: the enumeration test found a net where it exceeds the
+      // least recompute of a plan that fits (docs/MEMORY.md), so its plans are a heuristic whose
+      // every answer is checked by its exact plan, and only the knapsack bound is reported.
+      if (overrides.empty() && mode.budget_solver == MemoryMode::Solver::exact) {
+        const bool exact = true;
+        ExactBudgetOptions eo;
+        eo.arena_limit = arena_limit;
+        eo.incumbent_flops = rs[at[*chosen]].planned.report.recompute_flops;
+        eo.integer = exact;
+        eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
+        auto check = [&](const MirrorPlan& m) {
+          MirrorResult r = evaluate(apply(m));
+          BudgetCheck c;
+          c.fits = r.planned.report.total_bytes <= limit;
+          c.excess_bytes = std::max<int64_t>(0, r.planned.report.total_bytes - limit);
+          c.recompute_flops = r.planned.report.recompute_flops;
+          c.peak_gap = budget_peak_gap(r.training, analyze_liveness(r.training.graph, mode.alloc != AllocMode::none, r.planned.plan.kernels));
+          if (c.fits && (!found || c.recompute_flops < found->planned.report.recompute_flops)) found = std::move(r);
+          return c;
+        };
+        eb = solve_budget_exact(fwd, rs[at[0]].training, eo, check);
+      }
+      if (found && found->planned.report.recompute_flops < rs[at[*chosen]].planned.report.recompute_flops) {
+        const MemoryReport& rep = found->planned.report;
+        SearchStep st;
+        st.origin = "exact", st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes;
+        st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops, st.total_bytes = rep.total_bytes;
+        st.fits = true, st.chosen = true;
+        log.push_back(st);
+        best = std::move(*found);
+      } else {
+        log[*chosen].chosen = true;
+        best = std::move(rs[at[*chosen]]);
+      }
       best.search = std::move(log);
-      best.lower_bound_flops = bound;
+      best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
       best.budget_bytes = limit;
       best.least_feasible = least;
+      best.solver_status = mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family)"
+                           : overrides.empty()                              ? "exact programme as a heuristic: " + eb.status
+                                                                            : "no programme (per-node mirror overrides)";
+      best.solver_solves = eb.solves, best.solver_cuts = eb.cuts, best.solver_gaps = eb.gaps, best.solver_seconds = eb.seconds;
       break;
     }
     case MirrorStrategy::sublinear: {

@@ -44,10 +44,17 @@ struct MemoryMode {
   // the total of `share`'s plan (> 0)
   int64_t budget_bytes = 0;
   double budget_ratio = 0;
+  // budget: the solver. fast: the family; exact: also the mixed-integer programme of
+  // memory/budget_exact.h for up to `budget_seconds`, its plans checked exactly (its answer is
+  // never worse than fast's, but with a time limit it is not monotone in SIZE, and its bound is
+  // not yet proven: see docs/MEMORY.md).
+  enum class Solver { fast, exact } budget_solver = Solver::fast;
+  double budget_seconds = 10;
 };
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
-// GiB, TiB (powers of 1024); or a factor of share's total like 0.5x)
+// GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by
+// :fast, :exact or :exact=SECONDS (the solver and its time limit)
 MemoryMode parse_memory_mode(const std::string& name);
 // The names above without budget=SIZE (it needs a size), recursive with automatic depth.
 std::vector<std::string> all_memory_modes();
@@ -86,7 +93,10 @@ struct MirrorResult {
   double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
   int64_t budget_bytes = -1;       // budget: the bound the plan had to meet
   int64_t least_feasible = -1;     // budget: the least exact total among the family
-  double lower_bound_flops = -1;   // budget: no mirror plan whose total fits recomputes less (budget_lower_bound)
+  double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
+  std::string solver_status;       // budget: what the exact solver or the LP bound reached
+  int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
+  double solver_seconds = 0;
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,

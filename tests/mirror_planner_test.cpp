@@ -256,7 +256,15 @@ TEST(MirrorPlanner, BudgetSizesParse) {
   EXPECT_EQ(parse_memory_mode("budget=1.5 KiB").budget_bytes, 1536);
   EXPECT_EQ(parse_memory_mode("budget=0.5x").budget_ratio, 0.5);
   EXPECT_EQ(parse_memory_mode("budget=0.5x").mirror, MirrorStrategy::budget);
-  for (const char* bad : {"budget=", "budget=-1", "budget=0", "budget=2QB", "budget=nan", "budget=1e30", "budget=x", "budget=0x"})
+  EXPECT_EQ(parse_memory_mode("budget=2GiB").budget_solver, MemoryMode::Solver::fast);
+  EXPECT_EQ(parse_memory_mode("budget=2GiB:fast").budget_solver, MemoryMode::Solver::fast);
+  EXPECT_EQ(parse_memory_mode("budget=2GiB:exact").budget_solver, MemoryMode::Solver::exact);
+  EXPECT_EQ(parse_memory_mode("budget=2GiB:exact").budget_seconds, 10.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:exact=2.5").budget_seconds, 2.5);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:exact=2.5").budget_ratio, 0.5);
+  for (const char* bad : {"budget=", "budget=-1", "budget=0", "budget=2QB", "budget=nan", "budget=1e30", "budget=x", "budget=0x",
+                          "budget=1GiB:", "budget=1GiB:slow", "budget=1GiB:exact=", "budget=1GiB:exact=0", "budget=1GiB:exact=5s",
+                          "budget=:exact"})
     EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find("expected budget=SIZE"), std::string::npos) << bad;
 }
 

@@ -3,6 +3,7 @@
 // search reaches the least value of the papers' objective exactly.
 #include <random>
 
+#include "memory/budget_exact.h"
 #include "memory/mirror_planner.h"
 #include "memory/optimal_checkpoints.h"
 #include "test_util.h"
@@ -297,6 +298,62 @@ TEST(OptimalCheckpoints, BudgetBoundFollowsViewsToTheirEntry) {
     ++checked;
   }
   EXPECT_EQ(checked, 1 << k);
+}
+
+}  // namespace
+}  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// budget=SIZE:exact (memory/budget_exact.h) on small random nets against every plan of its space
+// (0/1 per compute node, views with their input) planned exactly: the plan fits, recomputes no
+// more than the fast solver's, and the reported (knapsack) bound is never above the least
+// recompute of a plan that fits. How often it reaches that least is printed.
+TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
+  std::mt19937 rng(21);
+  int checked = 0, optimal = 0, nets = 0;
+  for (int trial = 0; trial < 40 && nets < 8; ++trial) {
+    EntryRef loss;
+    const Graph g = random_net(rng, 4 + static_cast<int>(rng() % 5), &loss);
+    std::vector<int> compute;
+    for (size_t v = 0; v < g.size(); ++v)
+      if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
+    if (compute.size() > 11) continue;
+    ++nets;
+    std::vector<std::pair<int64_t, double>> all;  // (total, recompute) of every plan of the space
+    for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
+      MirrorPlan m(g.size(), 0);
+      for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
+      const MemoryReport r = plan_training_step(build_training_graph(g, loss, views_follow(g, m)), AllocMode::share).report;
+      all.push_back({r.total_bytes, r.recompute_flops});
+    }
+    std::vector<int64_t> totals;
+    for (const auto& [t, r] : all) totals.push_back(t);
+    std::sort(totals.begin(), totals.end());
+    for (double q : {0.05, 0.2, 0.5}) {
+      const int64_t b = totals[static_cast<size_t>(q * static_cast<double>(totals.size() - 1))];
+      double least = INFINITY;
+      for (const auto& [t, r] : all)
+        if (t <= b) least = std::min(least, r);
+      MirrorResult fast, exact;
+      try {
+        fast = plan_mirror(g, loss, parse_memory_mode("budget=" + std::to_string(b)), {}, nullptr);
+      } catch (const Error&) {
+        continue;  // no member of the family fits (an enumerated plan does)
+      }
+      exact = plan_mirror(g, loss, parse_memory_mode("budget=" + std::to_string(b) + ":exact=20"), {}, nullptr);
+      ++checked;
+      ASSERT_LE(exact.planned.report.total_bytes, b);
+      EXPECT_LE(exact.planned.report.recompute_flops, fast.planned.report.recompute_flops);
+      ASSERT_FALSE(std::isnan(exact.lower_bound_flops));
+      EXPECT_LE(exact.lower_bound_flops, least * (1 + 1e-9) + 1e-3) << "trial " << trial << " budget " << b;
+      optimal += exact.planned.report.recompute_flops <= least * (1 + 1e-9) + 1e-3;
+    }
+  }
+  std::printf("budget exact on %d small nets: %d budgets, the least recompute of all plans reached on %d\n", nets, checked, optimal);
+  EXPECT_GE(nets, 6);
+  EXPECT_GE(checked, 12);
 }
 
 }  // namespace

@@ -141,6 +141,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["budget_bytes"] = mr.budget_bytes;
       j["least_feasible_bytes"] = mr.least_feasible;
       j["lower_bound_flops"] = mr.lower_bound_flops;
+      j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
+                     {"cuts", mr.solver_cuts}, {"seconds", mr.solver_seconds}};
     }
     if (mr.model_optimum >= 0) {
       j["model_optimum_bytes"] = mr.model_optimum;
@@ -174,6 +176,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   "recomputes less than %.3g GFLOP (proven bound): gap %.1f%%\n",
                   mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str(),
                   mr.lower_bound_flops / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
+      std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
+                  mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       for (const mnemo::SearchStep& s : mr.search)
         std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(),
                     s.origin == "sublinear" || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0

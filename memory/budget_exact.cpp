@@ -1,0 +1,475 @@
+// budget=SIZE's exact solver: the programme of memory/budget_exact.h, built for CBC.
+#include "memory/budget_exact.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/memory_plan.h"
+
+namespace mnemo {
+
+namespace {
+
+constexpr double kMiB = 1048576.0;
+constexpr double kGiga = 1e9;
+
+// The memory whose entry `e` lives in: through views (and in-place parameter updates) to the
+// entry that owns it.
+EntryRef owner(const Graph& g, EntryRef e) {
+  for (;;) {
+    const std::optional<EntryRef> in = aliased_input(g.node(e.node), static_cast<size_t>(e.index));
+    if (!in) return e;
+    e = *in;
+  }
+}
+
+// What the programme needs of the graphs: per compute node its kept-value bytes and readers, the
+// constants of every gap.
+struct Model {
+  int F = 0, M = 0;                        // forward nodes; backward nodes of the keep-all step
+  int mirrorable = 0;                      // forward nodes [0, mirrorable) may be dropped
+  std::vector<int> nodes;                  // forward compute nodes (the k_v, r_v columns)
+  std::vector<int> col;                    // forward node -> index in `nodes`, -1
+  std::vector<double> cost;                // GFLOP per node
+  std::vector<std::vector<int>> consumers; // compute node -> compute nodes reading it (indices)
+  struct Read {                            // an output of a compute node backward reads
+    int node;                              // index in `nodes`
+    double mib;                            // aligned bytes, MiB
+    int first, last;                       // backward nodes reading it (first and last)
+    int free_at;                           // forward gap from which it is held only for backward
+  };
+  std::vector<Read> reads;
+  std::vector<char> has_read;              // per index: some output is read by backward
+  struct Held {                            // an output no backward node reads, read by compute nodes
+    int node;                              // index in `nodes`
+    double mib;
+    int free_at;                           // forward gap from which it is held only for recomputation
+    std::vector<int> readers;              // indices of the compute nodes reading it
+  };
+  std::vector<Held> held;
+  std::vector<double> fwd_const, bwd_const;  // MiB in flight at each gap, the same in every plan
+};
+
+Model build_model(const Graph& forward, const TrainingGraph& tg) {
+  Model md;
+  const Graph& g = tg.graph;
+  // The training graph's forward part: the forward graph and what the gradient pass appended to
+  // it (the loss seed), which is never dropped.
+  const Graph& fwd = g;
+  md.mirrorable = static_cast<int>(forward.size());
+  md.F = tg.num_forward;
+  md.M = static_cast<int>(g.size()) - md.F;
+  md.col.assign(md.F, -1);
+  for (int v = 0; v < md.F; ++v)
+    if (fwd.node(v).is(OpKind::compute)) {
+      md.col[v] = static_cast<int>(md.nodes.size());
+      md.nodes.push_back(v);
+      md.cost.push_back(node_cost(fwd, v).flops / kGiga);
+    }
+  const size_t n = md.nodes.size();
+  md.consumers.resize(n);
+  auto mib = [](int64_t bytes) { return static_cast<double>(align_up(bytes)) / kMiB; };
+  // Per forward entry (owner): last forward reader, backward readers, pinned (a graph output).
+  struct Info {
+    int last_fwd = -1, first = std::numeric_limits<int>::max(), last = -1;
+    bool pinned = false;
+    std::vector<int> readers;
+  };
+  std::vector<std::vector<Info>> info(md.F);
+  for (int v = 0; v < md.F; ++v) info[v].resize(fwd.node(v).outputs.size());
+  auto planned = [&](EntryRef e) { return e.node < md.F && md.col[e.node] >= 0 && !aliased_input(g.node(e.node), e.index); };
+  for (int u = 0; u < md.F; ++u) {
+    const Node& node = fwd.node(u);
+    if (node.is(OpKind::view)) continue;  // its readers read the owner
+    for (const EntryRef& x : node.inputs) {
+      const EntryRef e = owner(fwd, x);
+      if (!planned(e)) continue;
+      Info& in = info[e.node][e.index];
+      in.last_fwd = std::max(in.last_fwd, u);
+      if (md.col[u] >= 0) {
+        if (std::find(in.readers.begin(), in.readers.end(), md.col[u]) == in.readers.end()) in.readers.push_back(md.col[u]);
+        std::vector<int>& c = md.consumers[md.col[e.node]];
+        if (std::find(c.begin(), c.end(), md.col[u]) == c.end()) c.push_back(md.col[u]);
+      }
+    }
+  }
+  // Backward: readers of forward results; backward's own entries in flight.
+  std::vector<double> bwd_delta(md.M + 1, 0);
+  std::vector<std::vector<int>> last_read(g.size());
+  for (size_t id = md.F; id < g.size(); ++id) last_read[id].assign(g.node(static_cast<int>(id)).outputs.size(), -1);
+  for (int k = 0; k < md.M; ++k) {
+    const Node& b = g.node(md.F + k);
+    if (b.is(OpKind::view)) continue;
+    for (const EntryRef& x : b.inputs) {
+      const EntryRef e = owner(g, x);
+      if (e.node < md.F) {
+        if (!planned(e)) continue;
+        Info& in = info[e.node][e.index];
+        in.first = std::min(in.first, k), in.last = std::max(in.last, k);
+      } else {
+        last_read[e.node][e.index] = std::max(last_read[e.node][e.index], k);
+      }
+    }
+  }
+  std::vector<EntryRef> keep = g.outputs;
+  for (const StateUpdate& s : g.state_updates) keep.push_back(s.value);
+  for (const EntryRef& x : keep) {
+    const EntryRef e = owner(g, x);
+    if (e.node < md.F) {
+      if (planned(e)) info[e.node][e.index].pinned = true;
+    } else if (!aliased_input(g.node(e.node), e.index)) {
+      last_read[e.node][e.index] = md.M;  // to the end
+    }
+  }
+  for (int k = 0; k < md.M; ++k) {
+    const Node& b = g.node(md.F + k);
+    for (size_t j = 0; j < b.outputs.size(); ++j) {
+      if (aliased_input(b, j) || last_read[md.F + k][j] <= k) continue;
+      const double a = mib(static_cast<int64_t>(b.outputs[j].bytes()));
+      bwd_delta[k + 1] += a;  // live across the gaps after it, up to its last reader
+      bwd_delta[std::min(md.M, last_read[md.F + k][j] + 1)] -= a;
+    }
+  }
+  // Forward constants (values in flight, pinned ones to the end), backward constants (pinned
+  // forward results, results read at or around the gap), and the variable reads.
+  std::vector<double> fwd_delta(md.F + 1, 0);
+  double pinned_mib = 0;
+  md.has_read.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int v = md.nodes[i];
+    const Node& node = fwd.node(v);
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      if (aliased_input(node, j)) continue;
+      const Info& in = info[v][j];
+      const double a = mib(static_cast<int64_t>(node.outputs[j].bytes()));
+      if (in.pinned) {
+        fwd_delta[v] += a;
+        pinned_mib += a;
+        continue;
+      }
+      if (in.last_fwd > v) fwd_delta[v] += a, fwd_delta[in.last_fwd] -= a;
+      if (in.last >= 0) {
+        md.reads.push_back({static_cast<int>(i), a, in.first, in.last, std::max(v, in.last_fwd)});
+        bwd_delta[in.first] += a;  // read at or around the gap: live whatever the plan
+        bwd_delta[in.last + 1] -= a;
+        md.has_read[i] = 1;
+      } else if (!in.readers.empty()) {
+        md.held.push_back({static_cast<int>(i), a, in.last_fwd, in.readers});
+      }
+    }
+  }
+  md.fwd_const.assign(md.F, 0);
+  double live = 0;
+  for (int t = 0; t < md.F; ++t) md.fwd_const[t] = live += fwd_delta[t];
+  md.bwd_const.assign(md.M, 0);
+  live = 0;
+  for (int k = 0; k < md.M; ++k) md.bwd_const[k] = (live += bwd_delta[k]) + pinned_mib;
+  return md;
+}
+
+// A programme under construction: columns with bounds and costs, rows as sparse lists.
+struct Lp {
+  std::vector<double> lo, hi, obj;
+  std::vector<char> integer;
+  struct Row {
+    std::vector<std::pair<int, double>> terms;
+    double lo, hi;
+  };
+  std::vector<Row> rows;
+  int add_col(double l, double h, double c, bool is_int) {
+    lo.push_back(l), hi.push_back(h), obj.push_back(c), integer.push_back(is_int);
+    return static_cast<int>(lo.size()) - 1;
+  }
+  void add_row(std::vector<std::pair<int, double>> terms, double l, double h) { rows.push_back({std::move(terms), l, h}); }
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// CBC stops when its incumbent is within this fraction of its bound.
+constexpr double kRelativeGap = 0.02;
+
+// Columns: k (binary), r, then per modelled gap C and the held values D.
+struct Built {
+  Lp lp;
+  std::vector<int> k, r;
+};
+
+Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_gaps, const std::vector<int>& bwd_gaps,
+               const std::vector<std::vector<char>>& cuts, bool integer) {
+  Built b;
+  Lp& lp = b.lp;
+  const size_t n = md.nodes.size();
+  for (size_t i = 0; i < n; ++i) b.k.push_back(lp.add_col(md.nodes[i] < md.mirrorable ? 0 : 1, 1, 0, integer));
+  for (size_t i = 0; i < n; ++i) b.r.push_back(lp.add_col(0, 1, md.cost[i], false));
+  // A result backward reads is kept or recomputed; a recomputed node's inputs are kept or
+  // recomputed.
+  for (size_t i = 0; i < n; ++i) {
+    if (md.has_read[i]) lp.add_row({{b.r[i], 1}, {b.k[i], 1}}, 1, kInf);
+    for (int u : md.consumers[i]) lp.add_row({{b.r[i], 1}, {b.k[i], 1}, {b.r[u], -1}}, 0, kInf);
+  }
+  // A kept output no backward node reads is held (E) when a node reading it is recomputed.
+  std::vector<int> e_col;
+  for (const Model::Held& h : md.held) {
+    e_col.push_back(lp.add_col(0, 1, 0, false));
+    for (int u : h.readers) lp.add_row({{e_col.back(), 1}, {b.k[h.node], -1}, {b.r[u], -1}}, -1, kInf);
+  }
+  // Forward gaps: values in flight, and results kept so far whose forward readers are done.
+  for (int t : fwd_gaps) {
+    std::vector<std::pair<int, double>> terms;
+    std::vector<double> per(n, 0);
+    for (const Model::Read& rd : md.reads)
+      if (rd.free_at <= t) per[rd.node] += rd.mib;
+    for (size_t i = 0; i < n; ++i)
+      if (per[i] > 0) terms.emplace_back(b.k[i], per[i]);
+    for (size_t h = 0; h < md.held.size(); ++h)
+      if (md.held[h].free_at <= t) terms.emplace_back(e_col[h], md.held[h].mib);
+    lp.add_row(std::move(terms), -kInf, limit_mib - md.fwd_const[t]);
+  }
+  // Backward gaps.
+  for (int g : bwd_gaps) {
+    // needed: a recomputed copy may exist before the gap (a result read before it, or an input
+    // of one, transitively). Compute nodes are in topological order, so one backward sweep.
+    std::vector<char> seed(n, 0), needed(n, 0);
+    for (const Model::Read& rd : md.reads)
+      if (rd.first <= g) seed[rd.node] = 1;
+    for (size_t ii = n; ii-- > 0;) {
+      needed[ii] = seed[ii];
+      for (int u : md.consumers[ii]) needed[ii] |= needed[u];
+    }
+    std::vector<int> c(n, -1);
+    for (size_t i = 0; i < n; ++i)
+      if (needed[i]) c[i] = lp.add_col(0, 1, 0, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (c[i] < 0) continue;
+      lp.add_row({{c[i], 1}, {b.k[i], 1}}, -kInf, 1);  // a copy only of a result not kept
+      lp.add_row({{b.r[i], 1}, {c[i], -1}}, 0, kInf);  // made: recomputed
+      if (seed[i]) lp.add_row({{c[i], 1}, {b.k[i], 1}}, 1, kInf);
+      for (int u : md.consumers[i])
+        if (c[u] >= 0) lp.add_row({{c[i], 1}, {b.k[i], 1}, {c[u], -1}}, 0, kInf);
+    }
+    std::vector<double> per_k(n, 0), per_c(n, 0);
+    for (const Model::Read& rd : md.reads)
+      if (rd.first > g) per_k[rd.node] += rd.mib, per_c[rd.node] += rd.mib;
+    std::vector<std::pair<int, double>> terms;
+    for (size_t i = 0; i < n; ++i) {
+      if (per_k[i] > 0) terms.emplace_back(b.k[i], per_k[i]);
+      if (per_c[i] > 0 && c[i] >= 0) terms.emplace_back(c[i], per_c[i]);
+    }
+    // A held output is live across the gap when a node reading it is recomputed after it.
+    for (const Model::Held& h : md.held) {
+      const int d = lp.add_col(0, 1, 0, false);
+      for (int u : h.readers) {
+        std::vector<std::pair<int, double>> row{{d, 1}, {b.k[h.node], -1}, {b.r[u], -1}};
+        if (c[u] >= 0) row.emplace_back(c[u], 1);
+        lp.add_row(std::move(row), -1, kInf);
+      }
+      terms.emplace_back(d, h.mib);
+    }
+    lp.add_row(std::move(terms), -kInf, limit_mib - md.bwd_const[g]);
+  }
+  // Plans cut off: each at least one k different.
+  for (const std::vector<char>& cut : cuts) {
+    std::vector<std::pair<int, double>> terms;
+    double ones = 0;
+    for (size_t i = 0; i < n; ++i) {
+      terms.emplace_back(b.k[i], cut[i] ? -1.0 : 1.0);
+      ones += cut[i];
+    }
+    lp.add_row(std::move(terms), 1 - ones, kInf);
+  }
+  return b;
+}
+
+struct Solved {
+  bool solution = false, optimal = false, infeasible = false, time_limit = false;
+  double objective = 0, bound = 0;
+  std::vector<double> x;
+};
+
+Solved run_cbc(const Lp& lp, double seconds, double cutoff) {
+  const int cols = static_cast<int>(lp.lo.size()), rows = static_cast<int>(lp.rows.size());
+  // Column-major (CBC's loadProblem).
+  std::vector<int> count(cols, 0);
+  for (const Lp::Row& r : lp.rows)
+    for (const auto& [c, v] : r.terms) ++count[c];
+  std::vector<CoinBigIndex> start(cols + 1, 0);
+  for (int c = 0; c < cols; ++c) start[c + 1] = start[c] + count[c];
+  std::vector<int> index(start[cols]);
+  std::vector<double> value(start[cols]);
+  std::vector<CoinBigIndex> at(start.begin(), start.end() - 1);
+  std::vector<double> rlo(rows), rhi(rows);
+  for (int i = 0; i < rows; ++i) {
+    for (const auto& [c, v] : lp.rows[i].terms) index[at[c]] = i, value[at[c]++] = v;
+    rlo[i] = std::isfinite(lp.rows[i].lo) ? lp.rows[i].lo : -std::numeric_limits<double>::max();
+    rhi[i] = std::isfinite(lp.rows[i].hi) ? lp.rows[i].hi : std::numeric_limits<double>::max();
+  }
+  Cbc_Model* m = Cbc_newModel();
+  Cbc_loadProblem(m, cols, rows, start.data(), index.data(), value.data(), lp.lo.data(), lp.hi.data(), lp.obj.data(), rlo.data(),
+                  rhi.data());
+  bool mip = false;
+  for (int c = 0; c < cols; ++c)
+    if (lp.integer[c]) Cbc_setInteger(m, c), mip = true;
+  Cbc_setLogLevel(m, 0);
+  Cbc_setMaximumSeconds(m, std::max(0.05, seconds));
+  if (cutoff < kInf) Cbc_setCutoff(m, cutoff);
+  Cbc_setAllowableFractionGap(m, kRelativeGap);
+  Cbc_solve(m);
+  Solved s;
+  s.optimal = Cbc_isProvenOptimal(m);
+  s.infeasible = Cbc_isProvenInfeasible(m);
+  s.time_limit = Cbc_isSecondsLimitReached(m);
+  const double* x = Cbc_bestSolution(m);
+  if (x && !s.infeasible) {
+    s.solution = true;
+    s.x.assign(x, x + cols);
+    s.objective = Cbc_getObjValue(m);
+  }
+  s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.objective;
+  Cbc_deleteModel(m);
+  return s;
+}
+
+}  // namespace
+
+MirrorPlan views_follow(const Graph& fwd, MirrorPlan m) {
+  if (m.empty()) m.assign(fwd.size(), 0);
+  for (size_t v = 0; v < fwd.size(); ++v) {
+    const Node& node = fwd.node(static_cast<int>(v));
+    if (!node.is(OpKind::view)) continue;
+    const Node& in = fwd.node(node.inputs[0].node);
+    m[v] = in.is(OpKind::compute) || in.is(OpKind::view) ? m[node.inputs[0].node] : 0;
+  }
+  return m;
+}
+
+int budget_peak_gap(const TrainingGraph& tg, const Liveness& l) {
+  const int n = static_cast<int>(tg.graph.size());
+  std::vector<int64_t> delta(n + 1, 0);
+  for (const Buffer& b : l.buffers) {
+    if (b.workspace) continue;
+    delta[b.start] += align_up(b.bytes);
+    delta[std::min(n, b.end + 1)] -= align_up(b.bytes);
+  }
+  int64_t live = 0, peak = -1;
+  int at = 0;
+  for (int s = 0; s < n; ++s)
+    if ((live += delta[s]) > peak) peak = live, at = s;
+  if (at < tg.num_forward) return at;
+  int k = 0;
+  for (int id = tg.num_forward; id < at; ++id) k += tg.graph.node(id).role != NodeRole::recompute;
+  return tg.num_forward + k;
+}
+
+ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_all, const ExactBudgetOptions& o,
+                               const std::function<BudgetCheck(const MirrorPlan&)>& check) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const Model md = build_model(forward, keep_all);
+  const double limit = static_cast<double>(o.arena_limit) / kMiB;
+  // The gaps modelled first: the end of the forward pass and the forward gaps with the most in
+  // flight; backward gaps spread evenly and those with the most that is live whatever the plan.
+  std::set<int> fwd_gaps{md.F - 1}, bwd_gaps;
+  {
+    std::vector<int> by(md.F);
+    for (int t = 0; t < md.F; ++t) by[t] = t;
+    std::sort(by.begin(), by.end(), [&](int a, int b) { return md.fwd_const[a] > md.fwd_const[b]; });
+    for (int i = 0; i < std::min(md.F, 4); ++i) fwd_gaps.insert(by[i]);
+    const int half = std::max(1, o.max_gaps / 2);
+    for (int i = 0; i < half && md.M > 0; ++i) bwd_gaps.insert(static_cast<int>(static_cast<int64_t>(i) * md.M / half));
+    std::vector<int> bk(md.M);
+    for (int k = 0; k < md.M; ++k) bk[k] = k;
+    std::sort(bk.begin(), bk.end(), [&](int a, int b) { return md.bwd_const[a] > md.bwd_const[b]; });
+    for (int i = 0; i < std::min(md.M, half); ++i) bwd_gaps.insert(bk[i]);
+  }
+  ExactBudget out;
+  out.bound_flops = 0;
+  std::vector<std::vector<char>> cuts;
+  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / kGiga : kInf;
+  // Two kinds of solve alternate. Honest ones model the true limit: their bounds are proven, and
+  // a solution of theirs that fits is optimal. The model misses what the exact plan adds (values
+  // live only during a node, recomputed values read only by recomputation, packing), so their
+  // solutions tend to overshoot a little; primal ones model the limit lowered by the overshoot
+  // seen so far, to find plans that fit (and so a lower cutoff for the honest ones).
+  double tighten = 0;  // MiB
+  bool honest = true;
+  for (;;) {
+    const double left = o.seconds - elapsed();
+    if (left <= 0) {
+      out.status = "time limit";
+      break;
+    }
+    const Built b = build_lp(md, honest ? limit : limit - tighten, {fwd_gaps.begin(), fwd_gaps.end()},
+                             {bwd_gaps.begin(), bwd_gaps.end()}, cuts, o.integer);
+    out.columns = static_cast<int>(b.lp.lo.size()), out.rows = static_cast<int>(b.lp.rows.size());
+    out.binaries = o.integer ? static_cast<int>(md.nodes.size()) : 0;
+    out.gaps = static_cast<int>(fwd_gaps.size() + bwd_gaps.size());
+    // Solutions must beat the incumbent (by more than rounding).
+    const double cutoff = std::isfinite(best) ? best * (1 - 1e-9) - 1e-12 : kInf;
+    const Solved s = run_cbc(b.lp, std::min(left, std::max(1.0, o.seconds / 4)), o.integer ? cutoff : kInf);
+    ++out.solves;
+    if (honest) {
+      if (s.infeasible) {
+        // Nothing below the incumbent: it is optimal (or, without one, nothing fits).
+        out.bound_flops = std::isfinite(best) ? best * kGiga : kInf;
+        out.status = std::isfinite(best) ? "optimal" : "infeasible";
+        break;
+      }
+      out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * kGiga);
+      if (!o.integer) {
+        out.status = s.optimal ? "lp" : "lp (time limit)";
+        break;
+      }
+    }
+    if (!s.solution) {
+      if (honest) {
+        out.status = "time limit";
+        break;
+      }
+      honest = true;  // nothing fits the lowered limit below the cutoff
+      continue;
+    }
+    std::vector<char> kept(md.nodes.size());
+    MirrorPlan m(forward.size(), 0);
+    for (size_t i = 0; i < md.nodes.size(); ++i) {
+      kept[i] = s.x[b.k[i]] > 0.5;
+      if (md.nodes[i] < md.mirrorable) m[md.nodes[i]] = kept[i] ? 0 : 1;
+    }
+    m = views_follow(forward, std::move(m));
+    const BudgetCheck chk = check(m);
+    if (chk.fits) {
+      if (chk.recompute_flops / kGiga < best) {
+        best = chk.recompute_flops / kGiga;
+        out.plan = m, out.plan_flops = chk.recompute_flops;
+      }
+      if (honest && s.optimal) {  // its cost (at most the programme's) is the bound
+        out.bound_flops = best * kGiga;
+        out.status = "optimal";
+        break;
+      }
+      honest = true;
+      continue;
+    }
+    // Does not fit: model the gap where it peaks, or cut it off (valid: it does not fit).
+    bool added = false;
+    if (chk.peak_gap >= 0 && chk.peak_gap < md.F) {
+      added = fwd_gaps.insert(chk.peak_gap).second;
+    } else if (chk.peak_gap >= md.F) {
+      const int g = std::min(md.M - 1, chk.peak_gap - md.F);
+      added = bwd_gaps.insert(g).second;
+      if (g + 1 < md.M) added |= bwd_gaps.insert(g + 1).second;
+    }
+    if (!added) cuts.push_back(kept), ++out.cuts;
+    tighten += std::max(1.0 / 1024, static_cast<double>(chk.excess_bytes) / kMiB);
+    honest = !honest;
+  }
+  if (std::isfinite(best) && out.bound_flops >= best * kGiga * (1 - 1e-9)) out.proven = true;
+  out.seconds = elapsed();
+  return out;
+}
+
+}  // namespace mnemo

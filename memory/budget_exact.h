@@ -1,0 +1,80 @@
+// budget=SIZE's exact solver and its proven bound: a mixed-integer programme over which forward
+// results stay live into the backward pass, in the spirit of Checkmate, solved by COIN-OR CBC
+// (docs/MEMORY.md "Memory budgets").
+//
+// The plans: mirror plans m(v) in {0, 1} per compute node, each view dropped with the node whose
+// memory it aliases (a view kept on a dropped input would keep that input anyway). The schedule is
+// the gradient pass's: all of forward, then backward in one fixed order of its own nodes, each
+// recomputed node produced right before the first backward node that needs it.
+//
+// The programme is meant as a relaxation of "the least recompute FLOPs whose arena fits" (every
+// plan whose arena fits feasible in it at no higher cost), which would make its optimum a lower
+// bound. NOT YET TRUE: the enumeration test (BudgetExact) found a small net where a plan that fits
+// is cut off, so the bound and the "optimal" status are not reported by budget=SIZE; the plans
+// it finds are each checked by their exact plan, so they always fit. Variables, per compute node v: k_v = 1 when v's own forward result is read
+// after the forward pass (kept); r_v = 1 when v is recomputed; C_{v,g} = 1 when v's recomputed copy
+// exists before gap g (the moment right before backward node g runs). Rows:
+//   - a result backward reads is kept or recomputed; a recomputed node's inputs are kept or
+//     recomputed (and recomputed before it);
+//   - at each modelled gap the values certainly live fit: backward's own values in flight and the
+//     results backward reads from then on (constants, the same in every plan), kept results read
+//     later, and recomputed copies already made and read later; at each modelled forward gap, the
+//     forward values in flight and those kept so far.
+// Every entry counted at a gap is live across it in its own buffer, so the sum is at most the
+// arena (memory/liveness.h: in-place joins a buffer only to an input that has died).
+//
+// The search is a cutting-plane loop: solve, plan the solution exactly; when it does not fit, add
+// the gap where its exact plan peaks, or when that gap is already modelled, cut that plan off (it
+// does not fit, so the cut is valid); repeat until a solution fits (then it is optimal: its cost is
+// the bound), or the time limit. The bound is the best proven by any solve.
+// Requires: a forward graph, the training graph of its keep-all plan. Provides: ExactBudget.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/gradient.h"
+#include "memory/planner.h"
+
+namespace mnemo {
+
+// The exact plan of a candidate: does it fit, what does it recompute, and where does it peak
+// (peak_gap: see budget_peak_gap).
+struct BudgetCheck {
+  bool fits = false;
+  int64_t excess_bytes = 0;  // total above the limit (when it does not fit)
+  double recompute_flops = 0;
+  int peak_gap = -1;
+};
+
+struct ExactBudget {
+  MirrorPlan plan;            // the best plan the solver found that fits (empty: none)
+  double plan_flops = -1;     // its recompute FLOPs
+  double bound_flops = 0;     // proven: no plan of this space whose arena fits recomputes less
+  bool proven = false;        // the bound is met by the incumbent or `plan` (gap 0)
+  std::string status;         // optimal | time limit | lp | no-incumbent ...
+  int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
+  double seconds = 0;
+};
+
+struct ExactBudgetOptions {
+  int64_t arena_limit = 0;        // the arena may not exceed this (bytes)
+  double incumbent_flops = -1;    // the best known plan that fits (>= 0): the solver seeks less
+  double seconds = 10;            // time limit of the whole loop
+  bool integer = true;            // false: the LP relaxation only (a bound, no plan)
+  int max_gaps = 16;              // gaps modelled at the start (more are added where plans peak)
+};
+
+// `check` plans a candidate exactly. `keep_all`: the training graph of the all-zero plan (with the
+// optimiser update when the step has one).
+ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_all, const ExactBudgetOptions& options,
+                               const std::function<BudgetCheck(const MirrorPlan&)>& check);
+
+// Where the exact plan of `tg` peaks, as a gap of the model: forward node t's gap is t, the gap
+// right before the k-th backward node (not counting recomputed nodes) is num_forward + k.
+int budget_peak_gap(const TrainingGraph& tg, const Liveness& liveness);
+
+// The mirror plan of a 0/1 choice per compute node (views follow the node they alias).
+MirrorPlan views_follow(const Graph& forward, MirrorPlan m);
+
+}  // namespace mnemo
