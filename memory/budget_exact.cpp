@@ -16,8 +16,14 @@ namespace mnemo {
 
 namespace {
 
-constexpr double kMiB = 1048576.0;
-constexpr double kGiga = 1e9;
+// Bytes are counted in units of 1/4096 of the arena limit, so that the memory rows are of the
+// same magnitude on every net (in MiB, a small net's rows are ~1e-4 and CBC's preprocessing
+// declared a programme with a zero-cost solution infeasible).
+constexpr double kUnitsPerLimit = 4096;
+double byte_unit(int64_t arena_limit) { return std::max(1.0, static_cast<double>(arena_limit) / kUnitsPerLimit); }
+// Recompute FLOPs likewise in units of 1/10000 of the forward pass's FLOPs (in GFLOP, a small
+// net's costs are ~1e-8, below CBC's tolerances, and it returned plans 7x the optimum as optimal).
+constexpr double kUnitsPerForward = 1e4;
 
 // The memory whose entry `e` lives in: through views (and in-place parameter updates) to the
 // entry that owns it.
@@ -36,7 +42,8 @@ struct Model {
   int mirrorable = 0;                      // forward nodes [0, mirrorable) may be dropped
   std::vector<int> nodes;                  // forward compute nodes (the k_v, r_v columns)
   std::vector<int> col;                    // forward node -> index in `nodes`, -1
-  std::vector<double> cost;                // GFLOP per node
+  std::vector<double> cost;                // per node, in units of flop_unit FLOPs
+  double flop_unit = 1;
   std::vector<std::vector<int>> consumers; // compute node -> compute nodes reading it (indices)
   struct Read {                            // an output of a compute node backward reads
     int node;                              // index in `nodes`
@@ -56,7 +63,7 @@ struct Model {
   std::vector<double> fwd_const, bwd_const;  // MiB in flight at each gap, the same in every plan
 };
 
-Model build_model(const Graph& forward, const TrainingGraph& tg) {
+Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, const Device* device) {
   Model md;
   const Graph& g = tg.graph;
   // The training graph's forward part: the forward graph and what the gradient pass appended to
@@ -70,11 +77,15 @@ Model build_model(const Graph& forward, const TrainingGraph& tg) {
     if (fwd.node(v).is(OpKind::compute)) {
       md.col[v] = static_cast<int>(md.nodes.size());
       md.nodes.push_back(v);
-      md.cost.push_back(node_cost(fwd, v).flops / kGiga);
+      md.cost.push_back(node_cost(fwd, v).flops);
     }
+  double forward_flops = 0;
+  for (double c : md.cost) forward_flops += c;
+  md.flop_unit = std::max(1.0, forward_flops / kUnitsPerForward);
+  for (double& c : md.cost) c /= md.flop_unit;
   const size_t n = md.nodes.size();
   md.consumers.resize(n);
-  auto mib = [](int64_t bytes) { return static_cast<double>(align_up(bytes)) / kMiB; };
+  auto mib = [unit](int64_t bytes) { return static_cast<double>(align_up(bytes)) / unit; };
   // Per forward entry (owner): last forward reader, backward readers, pinned (a graph output).
   struct Info {
     int last_fwd = -1, first = std::numeric_limits<int>::max(), last = -1;
@@ -127,6 +138,22 @@ Model build_model(const Graph& forward, const TrainingGraph& tg) {
       last_read[e.node][e.index] = md.M;  // to the end
     }
   }
+  // During step k its own workspace and the outputs it writes (those it may write in place over
+  // an input are not counted: the input is).
+  const std::vector<PreparedKernel> kernels = prepare_kernels(g, device);
+  std::vector<double> step_own(g.size(), 0);
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& node = g.node(static_cast<int>(id));
+    if (!node.is(OpKind::compute)) continue;
+    step_own[id] = kernels[id].workspace ? mib(static_cast<int64_t>(kernels[id].workspace)) : 0;
+    if (static_cast<int>(id) < md.F) continue;  // (forward outputs are counted from their step on)
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      if (aliased_input(node, j)) continue;
+      const auto& ip = node.op->inplace;
+      if (std::any_of(ip.begin(), ip.end(), [&](const InplaceOption& o) { return o.output == static_cast<int>(j); })) continue;
+      step_own[id] += mib(static_cast<int64_t>(node.outputs[j].bytes()));
+    }
+  }
   for (int k = 0; k < md.M; ++k) {
     const Node& b = g.node(md.F + k);
     for (size_t j = 0; j < b.outputs.size(); ++j) {
@@ -166,10 +193,10 @@ Model build_model(const Graph& forward, const TrainingGraph& tg) {
   }
   md.fwd_const.assign(md.F, 0);
   double live = 0;
-  for (int t = 0; t < md.F; ++t) md.fwd_const[t] = live += fwd_delta[t];
+  for (int t = 0; t < md.F; ++t) md.fwd_const[t] = (live += fwd_delta[t]) + step_own[t];
   md.bwd_const.assign(md.M, 0);
   live = 0;
-  for (int k = 0; k < md.M; ++k) md.bwd_const[k] = (live += bwd_delta[k]) + pinned_mib;
+  for (int k = 0; k < md.M; ++k) md.bwd_const[k] = (live += bwd_delta[k]) + pinned_mib + step_own[md.F + k];
   return md;
 }
 
@@ -327,9 +354,10 @@ Solved run_cbc(const Lp& lp, double seconds, double cutoff) {
   if (x && !s.infeasible) {
     s.solution = true;
     s.x.assign(x, x + cols);
-    s.objective = Cbc_getObjValue(m);
+    for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
   }
-  s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.objective;
+  // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum.
+  s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.optimal ? s.objective : 0;
   Cbc_deleteModel(m);
   return s;
 }
@@ -369,8 +397,9 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
                                const std::function<BudgetCheck(const MirrorPlan&)>& check) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  const Model md = build_model(forward, keep_all);
-  const double limit = static_cast<double>(o.arena_limit) / kMiB;
+  const double unit = byte_unit(o.arena_limit);
+  const Model md = build_model(forward, keep_all, unit, o.device);
+  const double limit = static_cast<double>(o.arena_limit) / unit;
   // The gaps modelled first: the end of the forward pass and the forward gaps with the most in
   // flight; backward gaps spread evenly and those with the most that is live whatever the plan.
   std::set<int> fwd_gaps{md.F - 1}, bwd_gaps;
@@ -389,7 +418,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   ExactBudget out;
   out.bound_flops = 0;
   std::vector<std::vector<char>> cuts;
-  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / kGiga : kInf;
+  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   // Two kinds of solve alternate. Honest ones model the true limit: their bounds are proven, and
   // a solution of theirs that fits is optimal. The model misses what the exact plan adds (values
   // live only during a node, recomputed values read only by recomputation, packing), so their
@@ -415,11 +444,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     if (honest) {
       if (s.infeasible) {
         // Nothing below the incumbent: it is optimal (or, without one, nothing fits).
-        out.bound_flops = std::isfinite(best) ? best * kGiga : kInf;
+        out.bound_flops = std::isfinite(best) ? best * md.flop_unit : kInf;
         out.status = std::isfinite(best) ? "optimal" : "infeasible";
         break;
       }
-      out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * kGiga);
+      out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
       if (!o.integer) {
         out.status = s.optimal ? "lp" : "lp (time limit)";
         break;
@@ -442,12 +471,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     m = views_follow(forward, std::move(m));
     const BudgetCheck chk = check(m);
     if (chk.fits) {
-      if (chk.recompute_flops / kGiga < best) {
-        best = chk.recompute_flops / kGiga;
+      if (chk.recompute_flops / md.flop_unit < best) {
+        best = chk.recompute_flops / md.flop_unit;
         out.plan = m, out.plan_flops = chk.recompute_flops;
       }
-      if (honest && s.optimal) {  // its cost (at most the programme's) is the bound
-        out.bound_flops = best * kGiga;
+      if (honest && s.optimal) {  // the programme's optimum (within CBC's relative gap) fits
         out.status = "optimal";
         break;
       }
@@ -464,11 +492,40 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
       if (g + 1 < md.M) added |= bwd_gaps.insert(g + 1).second;
     }
     if (!added) cuts.push_back(kept), ++out.cuts;
-    tighten += std::max(1.0 / 1024, static_cast<double>(chk.excess_bytes) / kMiB);
+    tighten += std::max(1.0, static_cast<double>(chk.excess_bytes) / unit);
     honest = !honest;
   }
-  if (std::isfinite(best) && out.bound_flops >= best * kGiga * (1 - 1e-9)) out.proven = true;
+  if (std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9)) out.proven = true;
   out.seconds = elapsed();
+  return out;
+}
+
+std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& keep_all, int64_t arena_limit, const MirrorPlan& m,
+                                     double* flops) {
+  const double unit = byte_unit(arena_limit);
+  const Model md = build_model(forward, keep_all, unit, nullptr);
+  const double limit = static_cast<double>(arena_limit) / unit;
+  std::vector<int> fg, bg;
+  for (int t = 0; t < md.F; ++t) fg.push_back(t);
+  for (int k = 0; k < md.M; ++k) bg.push_back(k);
+  auto feasible = [&](const std::vector<int>& f, const std::vector<int>& b) {
+    Built bt = build_lp(md, limit, f, b, {}, true);
+    for (size_t i = 0; i < md.nodes.size(); ++i) {
+      const int v = md.nodes[i];
+      const double kept = v < md.mirrorable && m[v] ? 0 : 1;
+      bt.lp.lo[bt.k[i]] = bt.lp.hi[bt.k[i]] = kept;
+    }
+    const Solved sv = run_cbc(bt.lp, 10, kInf);
+    if (flops && !sv.infeasible) *flops = sv.objective * md.flop_unit;
+    return !sv.infeasible;
+  };
+  if (feasible(fg, bg)) return "";
+  if (!feasible({}, {})) return "rejected by the structure rows";
+  std::string out = "rejected by";
+  for (size_t t = 0; t < fg.size(); ++t)
+    if (!feasible({fg[t]}, {})) out += " fwd gap " + std::to_string(fg[t]);
+  for (size_t k = 0; k < bg.size(); ++k)
+    if (!feasible({}, {bg[k]})) out += " bwd gap " + std::to_string(bg[k]) + " (node " + keep_all.graph.node(md.F + bg[k]).name + ")";
   return out;
 }
 

@@ -7,26 +7,32 @@
 // the gradient pass's: all of forward, then backward in one fixed order of its own nodes, each
 // recomputed node produced right before the first backward node that needs it.
 //
-// The programme is meant as a relaxation of "the least recompute FLOPs whose arena fits" (every
-// plan whose arena fits feasible in it at no higher cost), which would make its optimum a lower
-// bound. NOT YET TRUE: the enumeration test (BudgetExact) found a small net where a plan that fits
-// is cut off, so the bound and the "optimal" status are not reported by budget=SIZE; the plans
-// it finds are each checked by their exact plan, so they always fit. Variables, per compute node v: k_v = 1 when v's own forward result is read
-// after the forward pass (kept); r_v = 1 when v is recomputed; C_{v,g} = 1 when v's recomputed copy
-// exists before gap g (the moment right before backward node g runs). Rows:
+// The programme is a relaxation of "the least recompute FLOPs whose arena fits": every 0/1 plan
+// whose exact arena fits is feasible in it, at no more than its recompute FLOPs, so the optimum of
+// any solve (or CBC's best possible value at a time limit, or the LP relaxation's optimum) is a
+// lower bound (tested: BudgetExact.AdmitsEveryPlanAtItsOwnArena admits each of 3520 enumerated
+// plans at its own arena, and the bound never exceeds the least recompute of an enumerated plan
+// that fits). Bytes and FLOPs are scaled to the limit and to the forward pass (byte_unit,
+// flop_unit): in MiB and GFLOP a small net's rows fell below CBC's tolerances and it reported
+// wrong optima. Variables, per compute node v: k_v = 1 when v's own forward result is read after
+// the forward pass (kept); r_v = 1 when v is recomputed; C_{v,g} = 1 when v's recomputed copy
+// exists before gap g (backward node g's step). Rows:
 //   - a result backward reads is kept or recomputed; a recomputed node's inputs are kept or
 //     recomputed (and recomputed before it);
-//   - at each modelled gap the values certainly live fit: backward's own values in flight and the
-//     results backward reads from then on (constants, the same in every plan), kept results read
-//     later, and recomputed copies already made and read later; at each modelled forward gap, the
-//     forward values in flight and those kept so far.
-// Every entry counted at a gap is live across it in its own buffer, so the sum is at most the
+//   - at each modelled gap the values certainly live fit: backward's own values in flight, the
+//     results backward reads at and around the step, the step's own outputs (unless it may write
+//     them in place) and workspace (constants, the same in every plan), kept results read later,
+//     and recomputed copies already made and read later; at each modelled forward step, the
+//     values in flight, its workspace and the results kept so far.
+// Every entry counted at a step is live during it in its own buffer, so the sum is at most the
 // arena (memory/liveness.h: in-place joins a buffer only to an input that has died).
 //
 // The search is a cutting-plane loop: solve, plan the solution exactly; when it does not fit, add
 // the gap where its exact plan peaks, or when that gap is already modelled, cut that plan off (it
-// does not fit, so the cut is valid); repeat until a solution fits (then it is optimal: its cost is
-// the bound), or the time limit. The bound is the best proven by any solve.
+// does not fit, so the cut is valid); repeat until a solution fits (the programme's optimum within
+// CBC's 2% relative gap), or the time limit. The bound is the best proven by any honest solve.
+// What the programme does not model (values live only while recomputation runs, packing) makes
+// its optimum lower than the least plan that fits: that is the gap reported.
 // Requires: a forward graph, the training graph of its keep-all plan. Provides: ExactBudget.
 #pragma once
 #include <functional>
@@ -61,8 +67,9 @@ struct ExactBudgetOptions {
   int64_t arena_limit = 0;        // the arena may not exceed this (bytes)
   double incumbent_flops = -1;    // the best known plan that fits (>= 0): the solver seeks less
   double seconds = 10;            // time limit of the whole loop
-  bool integer = true;            // false: the LP relaxation only (a bound, no plan)
+  bool integer = true;            // false: the LP relaxation only (a bound, no plan: budget's fast solver)
   int max_gaps = 16;              // gaps modelled at the start (more are added where plans peak)
+  const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
 };
 
 // `check` plans a candidate exactly. `keep_all`: the training graph of the all-zero plan (with the
@@ -73,6 +80,13 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
 // Where the exact plan of `tg` peaks, as a gap of the model: forward node t's gap is t, the gap
 // right before the k-th backward node (not counting recomputed nodes) is num_forward + k.
 int budget_peak_gap(const TrainingGraph& tg, const Liveness& liveness);
+
+// Empty when the programme, every gap modelled at `arena_limit`, admits the 0/1 plan `m` (its k
+// fixed to m's kept nodes); else which rows reject it. A plan whose exact arena fits must be
+// admitted, at no more than its recompute FLOPs (`flops`: the programme's least cost of `m`): the
+// tests check the programme is a relaxation with it.
+std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& keep_all, int64_t arena_limit, const MirrorPlan& m,
+                                     double* flops = nullptr);
 
 // The mirror plan of a 0/1 choice per compute node (views follow the node they alias).
 MirrorPlan views_follow(const Graph& forward, MirrorPlan m);

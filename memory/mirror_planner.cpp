@@ -243,6 +243,7 @@ constexpr double kOptimalSlack = 0.5;
 // least objective the max-term loop collects them.
 constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
+constexpr int kKeepBackPoints = 8;  // budget: points along each keep-back path
 constexpr double kBudgetLpSeconds = 5.0;  // budget's fast solver: the time limit of its LP bound
 }  // namespace
 
@@ -356,7 +357,10 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
   // (a lower bound of their arena) exceed the leads' best arena (plan_memory's prune_above):
   // those cannot win, and the packing they skip is most of their cost. The threshold is fixed
   // before the second round, so the same plans are pruned on every run and thread count.
-  auto score = [&](const std::vector<MirrorPlan>& plans, const std::vector<size_t>& lead, std::vector<size_t>& same) {
+  // `prune_above` >= 0: the threshold for the others instead (budget: no plan whose live bytes
+  // exceed the arena limit can fit).
+  auto score = [&](const std::vector<MirrorPlan>& plans, const std::vector<size_t>& lead, std::vector<size_t>& same,
+                   int64_t prune_above = -1) {
     same.resize(plans.size());
     for (size_t i = 0; i < plans.size(); ++i) {
       same[i] = i;
@@ -387,7 +391,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     run(first, -1);
     int64_t bound = first.empty() ? -1 : INT64_MAX;
     for (size_t i : first) bound = std::min(bound, rs[i].planned.report.arena_bytes);
-    run(rest, bound);
+    run(rest, prune_above >= 0 ? prune_above : bound);
     return rs;
   };
   // The least arena among the scored plans; ties go to the earlier plan.
@@ -541,19 +545,75 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
                                  static_cast<double>(sol.max_term), static_cast<int>(tail.size()));
         }
       }
+      // The members above are planned in full; keep-all gives the limit (budget=0.5x) and what the
+      // step needs beside its arena.
       std::vector<size_t> at;
       std::vector<MirrorResult> rs = score(plans, {}, at);
+      const MemoryReport keep_all = rs[at[0]].planned.report;
       const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
-                                                  : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(rs[at[0]].planned.report.total_bytes));
+                                                  : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(keep_all.total_bytes));
+      const int64_t arena_limit = limit - (keep_all.total_bytes - keep_all.arena_bytes);
+      // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
+      // both total and recompute, the dropped nodes kept back, the most recompute FLOPs per byte
+      // first; kKeepBackPoints points along each path. They depend on the graph only, so the family
+      // is still fixed; members whose live bytes exceed the arena limit cannot fit and stop after
+      // their liveness.
+      {
+        auto report = [&](size_t i) -> const MemoryReport& { return rs[at[i]].planned.report; };
+        std::vector<size_t> bases;
+        const size_t base_members = plans.size();
+        for (size_t i = 0; i < base_members; ++i) {
+          if ((log[i].origin != "sublinear" && log[i].origin != "recursive") || at[i] != i) continue;
+          bool beaten = false;
+          for (size_t j = 0; j < base_members && !beaten; ++j) {
+            if (j == i || (log[j].origin != "sublinear" && log[j].origin != "recursive") || at[j] != j) continue;
+            const MemoryReport &a = report(i), &b = report(j);
+            beaten = b.total_bytes <= a.total_bytes && b.recompute_flops <= a.recompute_flops &&
+                     (b.total_bytes < a.total_bytes || b.recompute_flops < a.recompute_flops || j < i);
+          }
+          if (!beaten) bases.push_back(i);
+        }
+        std::vector<MirrorPlan> paths;
+        for (size_t p : bases) {
+          const MirrorPlan& base = plans[p];
+          std::vector<std::pair<double, int>> dropped;
+          for (size_t v = 0; v < fwd.size(); ++v) {
+            const Node& node = fwd.node(static_cast<int>(v));
+            if (!base[v] || !node.is(OpKind::compute)) continue;
+            double bytes = 0;
+            for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
+            dropped.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
+          }
+          std::sort(dropped.begin(), dropped.end());
+          for (int k = 1; k <= kKeepBackPoints; ++k) {
+            const size_t j = static_cast<size_t>(std::ceil(static_cast<double>(dropped.size()) * std::pow(2.0, -(kKeepBackPoints - k) / 2.0)));
+            if (j == 0 || j >= dropped.size()) continue;
+            MirrorPlan m = base;
+            for (size_t i = 0; i < j; ++i) m[dropped[i].second] = 0;
+            paths.push_back(apply(views_follow(fwd, std::move(m))));
+            SearchStep st;
+            st.origin = "keep-back", st.budget = static_cast<double>(j), st.kept_cuts = log[p].kept_cuts;
+            log.push_back(st);
+          }
+        }
+        std::vector<size_t> at_paths;
+        std::vector<MirrorResult> rs_paths = score(paths, {}, at_paths, std::max<int64_t>(0, arena_limit));
+        const size_t offset = rs.size();
+        for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), at.push_back(offset + at_paths[k]);
+        rs.reserve(rs.size() + rs_paths.size());  // (MirrorResult's move may throw: growth would copy)
+        for (MirrorResult& r : rs_paths) rs.push_back(std::move(r));
+      }
       // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
       std::optional<size_t> chosen;
-      size_t least_total = 0;
+      std::optional<size_t> least_total;
       for (size_t i = 0; i < at.size(); ++i) {
         const MemoryReport& rep = rs[at[i]].planned.report;
         SearchStep& st = log[i];
+        st.pruned = rep.pruned, st.max_live_bytes = rep.max_live_bytes;
+        if (rep.pruned) continue;  // its live bytes alone exceed the arena limit
         st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes;
         st.recompute_flops = rep.recompute_flops, st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
-        if (rep.total_bytes < rs[at[least_total]].planned.report.total_bytes) least_total = i;
+        if (!least_total || rep.total_bytes < rs[at[*least_total]].planned.report.total_bytes) least_total = i;
         if (!st.fits) continue;
         if (!chosen) {
           chosen = i;
@@ -563,26 +623,30 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         if (rep.recompute_flops < c.recompute_flops || (rep.recompute_flops == c.recompute_flops && rep.total_bytes < c.total_bytes))
           chosen = i;
       }
-      const int64_t least = rs[at[least_total]].planned.report.total_bytes;
-      if (!chosen)
+      if (!chosen) {
+        // Nothing fits: every member in full, for the least total (a pruned member may have it).
+        const std::vector<MirrorResult> all = score(plans, {}, at);
+        size_t lt = 0;
+        for (size_t i = 1; i < at.size(); ++i)
+          if (all[at[i]].planned.report.total_bytes < all[at[lt]].planned.report.total_bytes) lt = i;
+        const int64_t least = all[at[lt]].planned.report.total_bytes;
         MNEMO_FAIL() << "memory mode '" << mode.name << "': no plan fits in " << format_bytes(limit) << " (" << limit
                      << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
-                     << log[least_total].origin << " plan): use budget=" << least << " or more";
+                     << log[lt].origin << " plan): use budget=" << least << " or more";
+      }
+      // Every member that was pruned has a total above the limit, so the least total is here.
+      const int64_t least = rs[at[*least_total]].planned.report.total_bytes;
       // (before rs is moved from: the keep-all member may be the chosen one)
-      const MemoryReport& keep = rs[at[0]].planned.report;
-      const int64_t arena_limit = limit - (keep.total_bytes - keep.arena_bytes);
       double bound = budget_lower_bound(fwd, rs[at[0]].training, arena_limit);
       // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
       // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
       std::optional<MirrorResult> found;
       ExactBudget eb;
-      // The programme's bound is not used: the enumeration test found a net where it exceeds the
-      // least recompute of a plan that fits (docs/MEMORY.md), so its plans are a heuristic whose
-      // every answer is checked by its exact plan, and only the knapsack bound is reported.
-      if (overrides.empty() && mode.budget_solver == MemoryMode::Solver::exact) {
-        const bool exact = true;
+      if (overrides.empty()) {
+        const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
         ExactBudgetOptions eo;
         eo.arena_limit = arena_limit;
+        eo.device = device;
         eo.incumbent_flops = rs[at[*chosen]].planned.report.recompute_flops;
         eo.integer = exact;
         eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
@@ -611,12 +675,13 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         best = std::move(rs[at[*chosen]]);
       }
       best.search = std::move(log);
+      if (std::isfinite(eb.bound_flops)) bound = std::max(bound, eb.bound_flops);
       best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
       best.budget_bytes = limit;
       best.least_feasible = least;
-      best.solver_status = mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family)"
-                           : overrides.empty()                              ? "exact programme as a heuristic: " + eb.status
-                                                                            : "no programme (per-node mirror overrides)";
+      best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
+                           : mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family), bound: programme " + eb.status
+                                                                            : "exact programme: " + eb.status;
       best.solver_solves = eb.solves, best.solver_cuts = eb.cuts, best.solver_gaps = eb.gaps, best.solver_seconds = eb.seconds;
       break;
     }

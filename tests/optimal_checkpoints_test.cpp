@@ -358,3 +358,38 @@ TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
 
 }  // namespace
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// The programme of memory/budget_exact.h is a relaxation: every 0/1 plan is admitted at its own
+// exact arena (so no plan that fits a limit is cut off, and the programme's optimum is a bound).
+TEST(BudgetExact, AdmitsEveryPlanAtItsOwnArena) {
+  std::mt19937 rng(21);
+  int nets = 0, plans = 0;
+  for (int trial = 0; trial < 40 && nets < 8; ++trial) {
+    EntryRef loss;
+    const Graph g = random_net(rng, 4 + static_cast<int>(rng() % 5), &loss);
+    std::vector<int> compute;
+    for (size_t v = 0; v < g.size(); ++v)
+      if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
+    if (compute.size() > 11) continue;
+    ++nets;
+    const TrainingGraph keep_all = build_training_graph(g, loss, MirrorPlan(g.size(), 0));
+    for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
+      MirrorPlan m(g.size(), 0);
+      for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
+      m = views_follow(g, m);
+      const MemoryReport r = plan_training_step(build_training_graph(g, loss, m), AllocMode::share).report;
+      ++plans;
+      double flops = NAN;
+      EXPECT_EQ(budget_programme_rejects(g, keep_all, r.arena_bytes, m, &flops), "") << "trial " << trial << " mask " << mask;
+      EXPECT_LE(flops, r.recompute_flops * (1 + 1e-9) + 1e-6) << "trial " << trial << " mask " << mask;
+    }
+  }
+  EXPECT_GE(nets, 6);
+  std::printf("budget programme admitted each of %d plans of %d nets at its own arena\n", plans, nets);
+}
+
+}  // namespace
+}  // namespace mnemo::test

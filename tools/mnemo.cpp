@@ -121,8 +121,12 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     for (const mnemo::SearchStep& s : mr.search)
       if (mr.budget_bytes >= 0)
         search.push_back({{"origin", s.origin}, {"parameter", s.budget}, {"count", s.kept_cuts}, {"objective_bytes", s.objective_bytes},
-                          {"feature_map_bytes", s.feature_map_bytes}, {"arena_bytes", s.arena_bytes}, {"total_bytes", s.total_bytes},
-                          {"recompute_flops", s.recompute_flops}, {"fits", s.fits}, {"chosen", s.chosen}});
+                          {"pruned", s.pruned}, {"max_live_bytes", s.max_live_bytes},
+                          {"feature_map_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.feature_map_bytes)},
+                          {"arena_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.arena_bytes)},
+                          {"total_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.total_bytes)},
+                          {"recompute_flops", s.pruned ? nlohmann::json() : nlohmann::json(s.recompute_flops)}, {"fits", s.fits},
+                          {"chosen", s.chosen}});
       else if (!s.origin.empty() && s.pruned)  // not packed: only its live-bytes bound is known
         search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
                           {"pruned", true}, {"max_live_bytes", s.max_live_bytes}, {"feature_map_bytes", nullptr},
@@ -178,13 +182,20 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mr.lower_bound_flops / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
-      for (const mnemo::SearchStep& s : mr.search)
-        std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(),
-                    s.origin == "sublinear" || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
-                        ? mnemo::format_bytes(static_cast<int64_t>(s.budget)).c_str()
-                        : s.origin == "recursive" ? ("depth " + std::to_string(static_cast<int>(s.budget))).c_str() : "",
-                    mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
-                    s.chosen ? "  <- chosen" : "");
+      for (const mnemo::SearchStep& s : mr.search) {
+        const std::string param = s.origin == "sublinear" || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
+                                      ? mnemo::format_bytes(static_cast<int64_t>(s.budget))
+                                  : s.origin == "recursive" ? "depth " + std::to_string(static_cast<int>(s.budget))
+                                  : s.origin == "keep-back" ? std::to_string(static_cast<int>(s.budget)) + " kept"
+                                                            : "";
+        if (s.pruned)
+          std::printf("    %-12s %10s: live bytes %10s above the arena limit: too big, not packed\n", s.origin.c_str(), param.c_str(),
+                      mnemo::format_bytes(s.max_live_bytes).c_str());
+        else
+          std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(), param.c_str(),
+                      mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
+                      s.chosen ? "  <- chosen" : "");
+      }
     } else
     for (const mnemo::SearchStep& s : mr.search)
       if (!s.origin.empty()) {
