@@ -201,10 +201,11 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
   int next = static_cast<int>(fwd_.size());
   for (int id : order_)
     if (id >= static_cast<int>(fwd_.size())) new_id[id] = next++;
-  for (size_t v = 0; v < fwd_.size(); ++v) tg.graph.push(g_.node(static_cast<int>(v)));
+  // (The scratch graph is not used again: its nodes are moved, not copied.)
+  for (size_t v = 0; v < fwd_.size(); ++v) tg.graph.push(std::move(g_.node(static_cast<int>(v))));
   for (int id : order_) {
     if (id < static_cast<int>(fwd_.size())) continue;
-    Node n = g_.node(id);
+    Node n = std::move(g_.node(id));
     for (EntryRef& e : n.inputs) e.node = new_id[e.node];
     tg.graph.push(std::move(n));
   }

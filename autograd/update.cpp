@@ -42,6 +42,13 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   std::vector<std::vector<int>> after(n);  // node -> updates placed right after it, in grads order
   for (size_t k = 0; k < tg.grads.size(); ++k) after[pos[k]].push_back(static_cast<int>(k));
 
+  // What is read of the old nodes after they are moved into the new graph.
+  std::vector<std::string> param_name(tg.grads.size()), state_name(old.state_updates.size());
+  std::vector<TensorType> param_type(tg.grads.size());
+  for (size_t k = 0; k < tg.grads.size(); ++k)
+    param_name[k] = old.node(tg.grads[k].param).name, param_type[k] = old.node(tg.grads[k].param).outputs[0];
+  for (size_t k = 0; k < old.state_updates.size(); ++k) state_name[k] = old.node(old.state_updates[k].param).name;
+
   TrainingGraph out;
   Graph& g = out.graph;
   std::vector<int> new_id(n, -1);
@@ -49,24 +56,21 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   EntryRef lr, status;
   std::vector<int> velocity(tg.grads.size(), -1);
   for (int v = 0; v < n; ++v) {
-    Node node = old.node(v);
+    Node node = std::move(tg.graph.node(v));  // (moved: the old graph is replaced below)
     for (EntryRef& e : node.inputs) e = remap(e);
     new_id[v] = g.push(std::move(node));
     if (v == forward_end) {
       // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
-      const DType dt = tg.grads.empty() ? DType::f32 : old.node(tg.grads[0].param).outputs[0].dtype;
+      const DType dt = tg.grads.empty() ? DType::f32 : param_type[0].dtype;
       lr = g.input("optimizer/lr", TensorType{dt, {1}});
-      for (size_t k = 0; k < tg.grads.size(); ++k) {
-        const Node& p = old.node(tg.grads[k].param);
-        velocity[k] = g.param("velocity/" + p.name, p.outputs[0], false).node;
-      }
+      for (size_t k = 0; k < tg.grads.size(); ++k) velocity[k] = g.param("velocity/" + param_name[k], param_type[k], false).node;
       status = g.add1("finite_check", {remap(tg.loss)}, {}, "optimizer/loss_check");
       g.node(status.node).role = NodeRole::backward;
       g.node(status.node).source = tg.loss.node;
     }
     for (int k : after[v]) {
       const ParamGrad& pg = tg.grads[k];
-      const std::string& name = old.node(pg.param).name;
+      const std::string& name = param_name[k];
       const int u = g.add("sgd_update", {remap({pg.param, 0}), remap(pg.grad), {velocity[k], 0}, lr, status},
                           {{"momentum", spec.momentum}, {"weight_decay", spec.weight_decay}, {"index", int64_t{k + 1}}},
                           name + "/update");
@@ -84,8 +88,9 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   }
   // State updates (BatchNorm running statistics) become assign nodes at the end, gated on the
   // step's final status: a step that failed leaves them as they were.
-  for (const StateUpdate& u : old.state_updates) {
-    const int a = g.add("assign", {{new_id[u.param], 0}, remap(u.value), status}, {}, old.node(u.param).name + "/assign");
+  for (size_t k = 0; k < old.state_updates.size(); ++k) {
+    const StateUpdate& u = old.state_updates[k];
+    const int a = g.add("assign", {{new_id[u.param], 0}, remap(u.value), status}, {}, state_name[k] + "/assign");
     g.node(a).role = NodeRole::backward;
     g.node(a).source = u.param;
   }

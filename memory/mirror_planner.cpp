@@ -1,13 +1,16 @@
 // Mirror planners (see mirror_planner.h).
 #include "memory/mirror_planner.h"
 
-#include <numeric>
-#include <optional>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
 
 #include "memory/budget_exact.h"
 #include "memory/liveness.h"
@@ -545,31 +548,73 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
                                  static_cast<double>(sol.max_term), static_cast<int>(tail.size()));
         }
       }
-      // The members above are planned in full; keep-all gives the limit (budget=0.5x) and what the
-      // step needs beside its arena.
-      std::vector<size_t> at;
-      std::vector<MirrorResult> rs = score(plans, {}, at);
-      const MemoryReport keep_all = rs[at[0]].planned.report;
+      // Each member is first built and its liveness analysed, not packed (prune_above 0): its
+      // recompute FLOPs and live bytes (a lower bound of its arena). Only the members the choice
+      // needs are then packed: the choice is the same as packing every member, so it is still a
+      // function of the fixed family (monotone), at a fraction of the cost.
+      auto light = [&](const std::vector<MirrorPlan>& ps) {
+        std::vector<MemoryReport> out(ps.size());
+        std::vector<size_t> first(ps.size());
+        std::vector<size_t> todo;
+        for (size_t i = 0; i < ps.size(); ++i) {
+          first[i] = static_cast<size_t>(std::find(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(i), ps[i]) - ps.begin());
+          if (first[i] == i) todo.push_back(i);
+        }
+        std::vector<std::exception_ptr> errors(todo.size());
+#pragma omp parallel for schedule(dynamic)
+        for (size_t k = 0; k < todo.size(); ++k) {
+          try {
+            out[todo[k]] = evaluate(ps[todo[k]], 0).planned.report;
+          } catch (...) {
+            errors[k] = std::current_exception();
+          }
+        }
+        for (const std::exception_ptr& e : errors)
+          if (e) std::rethrow_exception(e);
+        for (size_t i = 0; i < ps.size(); ++i) out[i] = out[first[i]];
+        return out;
+      };
+      // Packed members (member -> its full result), planned in parallel batches.
+      std::map<size_t, MirrorResult> packed;
+      auto pack = [&](const std::vector<size_t>& which) {
+        std::vector<MirrorResult> rs(which.size());
+        std::vector<std::exception_ptr> errors(which.size());
+#pragma omp parallel for schedule(dynamic)
+        for (size_t k = 0; k < which.size(); ++k) {
+          try {
+            rs[k] = evaluate(plans[which[k]]);
+          } catch (...) {
+            errors[k] = std::current_exception();
+          }
+        }
+        for (const std::exception_ptr& e : errors)
+          if (e) std::rethrow_exception(e);
+        for (size_t k = 0; k < which.size(); ++k) packed.emplace(which[k], std::move(rs[k]));
+      };
+      pack({0});  // keep-all: the limit (budget=0.5x) and what the step needs beside its arena
+      const MemoryReport keep_all = packed.at(0).planned.report;
       const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
                                                   : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(keep_all.total_bytes));
-      const int64_t arena_limit = limit - (keep_all.total_bytes - keep_all.arena_bytes);
+      const int64_t beside = keep_all.total_bytes - keep_all.arena_bytes;  // the same for every member
+      const int64_t arena_limit = limit - beside;
+      std::vector<MemoryReport> reps = light(plans);
       // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
-      // both total and recompute, the dropped nodes kept back, the most recompute FLOPs per byte
-      // first; kKeepBackPoints points along each path. They depend on the graph only, so the family
-      // is still fixed; members whose live bytes exceed the arena limit cannot fit and stop after
-      // their liveness.
+      // both live bytes and recompute, the dropped nodes kept back, the most recompute FLOPs per
+      // byte first; kKeepBackPoints points along each path. They depend on the graph only, so the
+      // family is still fixed.
       {
-        auto report = [&](size_t i) -> const MemoryReport& { return rs[at[i]].planned.report; };
-        std::vector<size_t> bases;
         const size_t base_members = plans.size();
+        auto chen = [&](size_t i) { return log[i].origin == "sublinear" || log[i].origin == "recursive"; };
+        std::vector<size_t> bases;
         for (size_t i = 0; i < base_members; ++i) {
-          if ((log[i].origin != "sublinear" && log[i].origin != "recursive") || at[i] != i) continue;
+          if (!chen(i) || std::find(plans.begin(), plans.begin() + static_cast<std::ptrdiff_t>(i), plans[i]) != plans.begin() + static_cast<std::ptrdiff_t>(i))
+            continue;
           bool beaten = false;
           for (size_t j = 0; j < base_members && !beaten; ++j) {
-            if (j == i || (log[j].origin != "sublinear" && log[j].origin != "recursive") || at[j] != j) continue;
-            const MemoryReport &a = report(i), &b = report(j);
-            beaten = b.total_bytes <= a.total_bytes && b.recompute_flops <= a.recompute_flops &&
-                     (b.total_bytes < a.total_bytes || b.recompute_flops < a.recompute_flops || j < i);
+            if (j == i || !chen(j) || plans[j] == plans[i]) continue;
+            const MemoryReport &a = reps[i], &b = reps[j];
+            beaten = b.max_live_bytes <= a.max_live_bytes && b.recompute_flops <= a.recompute_flops &&
+                     (b.max_live_bytes < a.max_live_bytes || b.recompute_flops < a.recompute_flops || j < i);
           }
           if (!beaten) bases.push_back(i);
         }
@@ -596,48 +641,80 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
             log.push_back(st);
           }
         }
-        std::vector<size_t> at_paths;
-        std::vector<MirrorResult> rs_paths = score(paths, {}, at_paths, std::max<int64_t>(0, arena_limit));
-        const size_t offset = rs.size();
-        for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), at.push_back(offset + at_paths[k]);
-        rs.reserve(rs.size() + rs_paths.size());  // (MirrorResult's move may throw: growth would copy)
-        for (MirrorResult& r : rs_paths) rs.push_back(std::move(r));
+        const std::vector<MemoryReport> more = light(paths);
+        for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
       }
-      // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
-      std::optional<size_t> chosen;
-      std::optional<size_t> least_total;
-      for (size_t i = 0; i < at.size(); ++i) {
-        const MemoryReport& rep = rs[at[i]].planned.report;
-        SearchStep& st = log[i];
-        st.pruned = rep.pruned, st.max_live_bytes = rep.max_live_bytes;
-        if (rep.pruned) continue;  // its live bytes alone exceed the arena limit
-        st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes;
-        st.recompute_flops = rep.recompute_flops, st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
-        if (!least_total || rep.total_bytes < rs[at[*least_total]].planned.report.total_bytes) least_total = i;
-        if (!st.fits) continue;
-        if (!chosen) {
-          chosen = i;
-          continue;
+      const int threads = std::max(1, omp_get_max_threads());
+      // Packs members of `order` from `next` on, a batch at a time, while `more()` asks for them.
+      auto pack_in_order = [&](const std::vector<size_t>& order, const std::function<bool(size_t)>& wanted) {
+        for (size_t next = 0; next < order.size();) {
+          std::vector<size_t> batch;
+          while (next < order.size() && static_cast<int>(batch.size()) < threads) {
+            if (!wanted(order[next])) return;
+            if (!packed.count(order[next])) batch.push_back(order[next]);
+            ++next;
+          }
+          pack(batch);
         }
-        const MemoryReport& c = rs[at[*chosen]].planned.report;
-        if (rep.recompute_flops < c.recompute_flops || (rep.recompute_flops == c.recompute_flops && rep.total_bytes < c.total_bytes))
-          chosen = i;
-      }
-      if (!chosen) {
-        // Nothing fits: every member in full, for the least total (a pruned member may have it).
-        const std::vector<MirrorResult> all = score(plans, {}, at);
-        size_t lt = 0;
-        for (size_t i = 1; i < at.size(); ++i)
-          if (all[at[i]].planned.report.total_bytes < all[at[lt]].planned.report.total_bytes) lt = i;
-        const int64_t least = all[at[lt]].planned.report.total_bytes;
+      };
+      auto total_of = [&](size_t i) { return packed.at(i).planned.report.total_bytes; };
+      // The least total: members by live bytes, packed until the next one's live bytes reach the
+      // least arena found (its arena cannot be smaller).
+      std::vector<size_t> by_live(plans.size());
+      std::iota(by_live.begin(), by_live.end(), size_t{0});
+      std::stable_sort(by_live.begin(), by_live.end(), [&](size_t a, size_t b) { return reps[a].max_live_bytes < reps[b].max_live_bytes; });
+      std::optional<size_t> least_total;
+      pack_in_order(by_live, [&](size_t i) {
+        for (const auto& [j, r] : packed)
+          if (!least_total || r.planned.report.total_bytes < total_of(*least_total) ||
+              (r.planned.report.total_bytes == total_of(*least_total) && j < *least_total))
+            least_total = j;
+        return !least_total || reps[i].max_live_bytes + beside < total_of(*least_total);
+      });
+      for (const auto& [j, r] : packed)
+        if (r.planned.report.total_bytes < total_of(*least_total) || (r.planned.report.total_bytes == total_of(*least_total) && j < *least_total))
+          least_total = j;
+      const int64_t least = total_of(*least_total);
+      if (least > limit)
         MNEMO_FAIL() << "memory mode '" << mode.name << "': no plan fits in " << format_bytes(limit) << " (" << limit
                      << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
-                     << log[lt].origin << " plan): use budget=" << least << " or more";
+                     << log[*least_total].origin << " plan): use budget=" << least << " or more";
+      // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
+      // Members whose live bytes exceed the arena limit cannot fit; the others are packed by
+      // recompute until one fits (and those with its recompute, for the tie).
+      std::vector<size_t> by_flops;
+      for (size_t i = 0; i < plans.size(); ++i)
+        if (reps[i].max_live_bytes <= arena_limit) by_flops.push_back(i);
+      std::stable_sort(by_flops.begin(), by_flops.end(), [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+      std::optional<size_t> chosen;
+      auto better = [&](size_t i) {
+        const MemoryReport& r = packed.at(i).planned.report;
+        if (r.total_bytes > limit) return false;
+        if (!chosen) return true;
+        const MemoryReport& c = packed.at(*chosen).planned.report;
+        return r.recompute_flops < c.recompute_flops || (r.recompute_flops == c.recompute_flops && r.total_bytes < c.total_bytes) ||
+               (r.recompute_flops == c.recompute_flops && r.total_bytes == c.total_bytes && i < *chosen);
+      };
+      pack_in_order(by_flops, [&](size_t i) {
+        for (const auto& [j, r] : packed)
+          if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
+        return !chosen || reps[i].recompute_flops <= packed.at(*chosen).planned.report.recompute_flops;
+      });
+      for (const auto& [j, r] : packed)
+        if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
+      MNEMO_ASSERT(chosen) << "budget: the least total fits, so some member does";
+      for (size_t i = 0; i < plans.size(); ++i) {
+        SearchStep& st = log[i];
+        st.max_live_bytes = reps[i].max_live_bytes, st.recompute_flops = reps[i].recompute_flops;
+        const auto it = packed.find(i);
+        st.pruned = it == packed.end();
+        if (st.pruned) continue;
+        const MemoryReport& rep = it->second.planned.report;
+        st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes;
+        st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
       }
-      // Every member that was pruned has a total above the limit, so the least total is here.
-      const int64_t least = rs[at[*least_total]].planned.report.total_bytes;
-      // (before rs is moved from: the keep-all member may be the chosen one)
-      double bound = budget_lower_bound(fwd, rs[at[0]].training, arena_limit);
+      const MirrorResult& keep_result = packed.at(0);
+      double bound = budget_lower_bound(fwd, keep_result.training, arena_limit);
       // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
       // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
       std::optional<MirrorResult> found;
@@ -647,7 +724,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         ExactBudgetOptions eo;
         eo.arena_limit = arena_limit;
         eo.device = device;
-        eo.incumbent_flops = rs[at[*chosen]].planned.report.recompute_flops;
+        eo.incumbent_flops = packed.at(*chosen).planned.report.recompute_flops;
         eo.integer = exact;
         eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
         auto check = [&](const MirrorPlan& m) {
@@ -660,9 +737,9 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
           if (c.fits && (!found || c.recompute_flops < found->planned.report.recompute_flops)) found = std::move(r);
           return c;
         };
-        eb = solve_budget_exact(fwd, rs[at[0]].training, eo, check);
+        eb = solve_budget_exact(fwd, keep_result.training, eo, check);
       }
-      if (found && found->planned.report.recompute_flops < rs[at[*chosen]].planned.report.recompute_flops) {
+      if (found && found->planned.report.recompute_flops < packed.at(*chosen).planned.report.recompute_flops) {
         const MemoryReport& rep = found->planned.report;
         SearchStep st;
         st.origin = "exact", st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes;
@@ -672,7 +749,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         best = std::move(*found);
       } else {
         log[*chosen].chosen = true;
-        best = std::move(rs[at[*chosen]]);
+        best = std::move(packed.at(*chosen));
       }
       best.search = std::move(log);
       if (std::isfinite(eb.bound_flops)) bound = std::max(bound, eb.bound_flops);

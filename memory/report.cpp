@@ -25,26 +25,9 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   PlannedStep out;
   out.plan = plan_memory(g, mode, &st, grads, device, prune_above);
   MemoryReport& r = out.report;
-  if (st.pruned) {
-    r.mode = alloc_mode_name(mode);
-    r.pruned = true;
-    r.arena_bytes = -1;
-    r.max_live_bytes = st.max_live_bytes;
-    r.nodes = static_cast<int64_t>(g.size());
-    r.planning_seconds = st.planning_seconds;
-    return out;
-  }
   r.mode = alloc_mode_name(mode);
-  r.feature_map_bytes = st.feature_map_bytes;
-  r.workspace_bytes = st.workspace_bytes;
-  r.param_grad_bytes = st.param_grad_bytes;
-  r.arena_bytes = st.arena_bytes;
-  r.max_live_bytes = st.max_live_bytes;
-  r.fragmentation = st.fragmentation;
-  r.buffers = st.buffers;
-  r.inplace = st.inplace;
-  r.planning_seconds = st.planning_seconds;
   r.nodes = static_cast<int64_t>(g.size());
+  r.planning_seconds = st.planning_seconds;
   for (size_t v = 0; v < g.size(); ++v) {
     const Node& n = g.node(static_cast<int>(v));
     if (n.is(OpKind::param)) {
@@ -58,6 +41,20 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
       if (n.role == NodeRole::recompute) r.recompute_flops += f, ++r.recompute_nodes;
     }
   }
+  if (st.pruned) {  // no arena: its live bytes (a lower bound of it) and its FLOPs
+    r.pruned = true;
+    r.arena_bytes = -1;
+    r.max_live_bytes = st.max_live_bytes;
+    return out;
+  }
+  r.feature_map_bytes = st.feature_map_bytes;
+  r.workspace_bytes = st.workspace_bytes;
+  r.param_grad_bytes = st.param_grad_bytes;
+  r.arena_bytes = st.arena_bytes;
+  r.max_live_bytes = st.max_live_bytes;
+  r.fragmentation = st.fragmentation;
+  r.buffers = st.buffers;
+  r.inplace = st.inplace;
   r.total_bytes = r.arena_bytes + r.param_bytes + r.optimizer_bytes + r.input_bytes;
   return out;
 }
