@@ -14,15 +14,14 @@ Attrs zero_attrs(const TensorType& t) {
 
 class Builder {
  public:
-  Builder(const Graph& fwd, const MirrorPlan& m) : fwd_(fwd), m_(m) {
-    MNEMO_ASSERT(m.empty() || m.size() == fwd.size())
-        << "mirror plan has " << m.size() << " counts, the forward graph " << fwd.size() << " nodes";
-    // Scratch graph: the forward nodes first (same ids), then everything autograd adds.
-    for (const Node& n : fwd.nodes()) g_.push(n);
-    g_.state_updates = fwd.state_updates;
-    scheduled_.assign(fwd.size(), true);
-    mirror_of_.resize(fwd.size());
-    for (size_t v = 0; v < fwd.size(); ++v) mirror_of_[v] = static_cast<int>(v);
+  // `fwd` becomes the scratch graph: the forward nodes first (same ids, never modified), then
+  // everything autograd adds. (Taking it by value spares a copy of every forward node when the
+  // caller moves its own copy in.)
+  Builder(Graph fwd, const MirrorPlan& m) : g_(std::move(fwd)), fwd_(g_), nf_(g_.size()), m_(m) {
+    MNEMO_ASSERT(m.empty() || m.size() == nf_) << "mirror plan has " << m.size() << " counts, the forward graph " << nf_ << " nodes";
+    scheduled_.assign(nf_, true);
+    mirror_of_.resize(nf_);
+    for (size_t v = 0; v < nf_; ++v) mirror_of_[v] = static_cast<int>(v);
   }
 
   TrainingGraph build(const std::vector<Seed>& seeds, const std::vector<int>& wrt, EntryRef loss);
@@ -39,9 +38,10 @@ class Builder {
   int add_node(int id, NodeRole role, int source, const std::string& name);
   void accumulate(EntryRef target, EntryRef contribution, int source);
 
-  const Graph& fwd_;
-  const MirrorPlan& m_;
   Graph g_;
+  const Graph& fwd_;  // its forward part: nodes [0, nf_) of g_
+  const size_t nf_;
+  const MirrorPlan& m_;
   std::vector<bool> scheduled_;           // per scratch node
   std::vector<int> order_;                // schedule of non-forward nodes
   std::vector<int> mirror_of_;            // a[v]: the node backward reads for forward node v
@@ -62,9 +62,9 @@ int Builder::add_node(int id, NodeRole role, int source, const std::string& name
 // Alg. 2, first loop: for k = 1..max m, clone every node with k <= m(v), reading a[pred].
 void Builder::make_mirrors() {
   int max_m = 0;
-  for (size_t v = 0; v < fwd_.size(); ++v) max_m = std::max(max_m, mirror_count(static_cast<int>(v)));
+  for (size_t v = 0; v < nf_; ++v) max_m = std::max(max_m, mirror_count(static_cast<int>(v)));
   for (int k = 1; k <= max_m; ++k) {
-    for (size_t v = 0; v < fwd_.size(); ++v) {
+    for (size_t v = 0; v < nf_; ++v) {
       if (k > mirror_count(static_cast<int>(v))) continue;
       Node clone = fwd_.node(static_cast<int>(v));
       for (EntryRef& e : clone.inputs) e.node = mirror_of_[e.node];
@@ -117,12 +117,12 @@ void Builder::accumulate(EntryRef target, EntryRef c, int source) {
 
 TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<int>& wrt, EntryRef loss) {
   // needs_grad[v]: v is requested, or reads an entry that needs a gradient.
-  std::vector<bool> needs(fwd_.size(), false);
+  std::vector<bool> needs(nf_, false);
   for (int w : wrt) {
-    MNEMO_ASSERT(w >= 0 && w < static_cast<int>(fwd_.size())) << "gradient requested for missing node " << w;
+    MNEMO_ASSERT(w >= 0 && w < static_cast<int>(nf_)) << "gradient requested for missing node " << w;
     needs[w] = true;
   }
-  for (size_t v = 0; v < fwd_.size(); ++v)
+  for (size_t v = 0; v < nf_; ++v)
     for (const EntryRef& e : fwd_.node(static_cast<int>(v)).inputs)
       if (needs[e.node] && is_float(fwd_.type(e).dtype)) needs[v] = true;
 
@@ -136,7 +136,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
   }
 
   // Alg. 2, second loop: reverse topological order.
-  for (int v = static_cast<int>(fwd_.size()) - 1; v >= 0; --v) {
+  for (int v = static_cast<int>(nf_) - 1; v >= 0; --v) {
     const Node& n = fwd_.node(v);
     if (!needs[v] || n.is(OpKind::input) || n.is(OpKind::param)) continue;
     GradContext ctx{n, {}, {}, {}};
@@ -197,20 +197,20 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
 
   std::vector<int> new_id(g_.size(), -1);
   TrainingGraph tg;
-  for (size_t v = 0; v < fwd_.size(); ++v) new_id[v] = static_cast<int>(v);
-  int next = static_cast<int>(fwd_.size());
+  for (size_t v = 0; v < nf_; ++v) new_id[v] = static_cast<int>(v);
+  int next = static_cast<int>(nf_);
   for (int id : order_)
-    if (id >= static_cast<int>(fwd_.size())) new_id[id] = next++;
+    if (id >= static_cast<int>(nf_)) new_id[id] = next++;
   // (The scratch graph is not used again: its nodes are moved, not copied.)
-  for (size_t v = 0; v < fwd_.size(); ++v) tg.graph.push(std::move(g_.node(static_cast<int>(v))));
+  for (size_t v = 0; v < nf_; ++v) tg.graph.push(std::move(g_.node(static_cast<int>(v))));
   for (int id : order_) {
-    if (id < static_cast<int>(fwd_.size())) continue;
+    if (id < static_cast<int>(nf_)) continue;
     Node n = std::move(g_.node(id));
     for (EntryRef& e : n.inputs) e.node = new_id[e.node];
     tg.graph.push(std::move(n));
   }
   auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
-  tg.num_forward = static_cast<int>(fwd_.size());
+  tg.num_forward = static_cast<int>(nf_);
   tg.graph.outputs = fwd_.outputs;
   tg.graph.state_updates = fwd_.state_updates;
   if (loss.valid()) {
@@ -229,7 +229,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
 
 TrainingGraph build_gradient_graph(const Graph& forward, const std::vector<Seed>& seeds,
                                    const std::vector<int>& wrt, const MirrorPlan& mirror) {
-  return Builder(forward, mirror).build(seeds, wrt, EntryRef{});
+  return Builder(Graph(forward), mirror).build(seeds, wrt, EntryRef{});
 }
 
 TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror) {
@@ -245,7 +245,7 @@ TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const Mi
   std::vector<int> wrt;
   for (size_t v = 0; v < fwd.size(); ++v)
     if (fwd.trainable(static_cast<int>(v))) wrt.push_back(static_cast<int>(v));
-  TrainingGraph tg = Builder(fwd, m).build({{loss, one}}, wrt, EntryRef{});
+  TrainingGraph tg = Builder(std::move(fwd), m).build({{loss, one}}, wrt, EntryRef{});
   tg.loss = loss;
   auto& outs = tg.graph.outputs;
   if (std::find(outs.begin(), outs.end(), loss) == outs.end()) outs.insert(outs.begin(), loss);
