@@ -53,6 +53,7 @@ struct Model {
   };
   std::vector<Read> reads;
   std::vector<char> has_read;              // per index: some output is read by backward
+  std::vector<char> backward_reads;        // ... or a graph output of it is (has_read leaves those out)
   struct Held {                            // an output no backward node reads, read by compute nodes
     int node;                              // index in `nodes`
     double mib;
@@ -168,6 +169,7 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
   std::vector<double> fwd_delta(md.F + 1, 0);
   double pinned_mib = 0;
   md.has_read.assign(n, 0);
+  md.backward_reads.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const int v = md.nodes[i];
     const Node& node = fwd.node(v);
@@ -175,6 +177,7 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
       if (aliased_input(node, j)) continue;
       const Info& in = info[v][j];
       const double a = mib(static_cast<int64_t>(node.outputs[j].bytes()));
+      if (in.last >= 0) md.backward_reads[i] = 1;
       if (in.pinned) {
         fwd_delta[v] += a;
         pinned_mib += a;
@@ -227,7 +230,7 @@ struct Built {
 };
 
 Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_gaps, const std::vector<int>& bwd_gaps,
-               const std::vector<std::vector<char>>& cuts, bool integer) {
+               const std::vector<std::vector<signed char>>& cuts, bool integer) {
   Built b;
   Lp& lp = b.lp;
   const size_t n = md.nodes.size();
@@ -300,10 +303,13 @@ Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_ga
     lp.add_row(std::move(terms), -kInf, limit_mib - md.bwd_const[g]);
   }
   // Plans cut off: each at least one k different.
-  for (const std::vector<char>& cut : cuts) {
+  // Plans cut off: each at least one k different among the nodes the cut names (1 kept, 0
+  // dropped, -1 not named).
+  for (const std::vector<signed char>& cut : cuts) {
     std::vector<std::pair<int, double>> terms;
     double ones = 0;
     for (size_t i = 0; i < n; ++i) {
+      if (cut[i] < 0) continue;
       terms.emplace_back(b.k[i], cut[i] ? -1.0 : 1.0);
       ones += cut[i];
     }
@@ -417,7 +423,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   }
   ExactBudget out;
   out.bound_flops = 0;
-  std::vector<std::vector<char>> cuts;
+  std::vector<std::vector<signed char>> cuts;
   double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   // Two kinds of solve alternate. Honest ones model the true limit: their bounds are proven, and
   // a solution of theirs that fits is optimal. The model misses what the exact plan adds (values
@@ -491,7 +497,21 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
       added = bwd_gaps.insert(g).second;
       if (g + 1 < md.M) added |= bwd_gaps.insert(g + 1).second;
     }
-    if (!added) cuts.push_back(kept), ++out.cuts;
+    if (!added) {
+      // The cut names only the nodes whose choice shapes this plan's training graph: those
+      // backward reads, and those a node it recomputes reads. Any plan that agrees on them has the
+      // same recomputed nodes and the same graph, so it does not fit either.
+      std::vector<char> recomputed(md.nodes.size(), 0);
+      for (int v : chk.recomputed)
+        if (v < md.F && md.col[v] >= 0) recomputed[md.col[v]] = 1;
+      std::vector<signed char> cut(md.nodes.size(), -1);
+      for (size_t i = 0; i < md.nodes.size(); ++i) {
+        bool named = md.backward_reads[i];
+        for (int u : md.consumers[i]) named = named || recomputed[u];
+        if (named) cut[i] = kept[i] ? 1 : 0;
+      }
+      cuts.push_back(std::move(cut)), ++out.cuts;
+    }
     tighten += std::max(1.0, static_cast<double>(chk.excess_bytes) / unit);
     honest = !honest;
   }

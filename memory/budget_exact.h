@@ -51,6 +51,7 @@ struct BudgetCheck {
   int64_t excess_bytes = 0;  // total above the limit (when it does not fit)
   double recompute_flops = 0;
   int peak_gap = -1;
+  std::vector<int> recomputed;  // the forward nodes its training graph recomputes
 };
 
 struct ExactBudget {

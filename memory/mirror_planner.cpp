@@ -739,6 +739,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
           c.excess_bytes = std::max<int64_t>(0, r.planned.report.total_bytes - limit);
           c.recompute_flops = r.planned.report.recompute_flops;
           c.peak_gap = budget_peak_gap(r.training, analyze_liveness(r.training.graph, mode.alloc != AllocMode::none, r.planned.plan.kernels));
+          for (size_t id = r.training.num_forward; id < r.training.graph.size(); ++id)
+            if (const Node& n = r.training.graph.node(static_cast<int>(id)); n.role == NodeRole::recompute) c.recomputed.push_back(n.source);
           if (c.fits && (!found || c.recompute_flops < found->planned.report.recompute_flops)) found = std::move(r);
           return c;
         };
