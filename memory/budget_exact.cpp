@@ -433,6 +433,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double tighten = 0;  // MiB
   bool honest = true;
   for (;;) {
+    if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
     const double left = o.seconds - elapsed();
     if (left <= 0) {
       out.status = "time limit";

@@ -71,6 +71,9 @@ struct ExactBudgetOptions {
   bool integer = true;            // false: the LP relaxation only (a bound, no plan: budget's fast solver)
   int max_gaps = 16;              // gaps modelled at the start (more are added where plans peak)
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
+  // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit
+  // (FLOPs, the incumbent's at first) and the bound (progress output on long solves).
+  std::function<void(int, double, double, double)> progress;
 };
 
 // `check` plans a candidate exactly. `keep_all`: the training graph of the all-zero plan (with the

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <map>
@@ -732,6 +733,11 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         eo.integer = exact;
         eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
         if (!exact) eo.max_gaps = kBudgetLpGaps;
+        if (exact)
+          eo.progress = [](int solves, double seconds, double best_flops, double bound_flops) {
+            std::fprintf(stderr, "mnemo: budget exact: %d solves, %.1f s: least recompute that fits %.4g GFLOP, bound %.4g GFLOP\n",
+                         solves, seconds, best_flops / 1e9, bound_flops / 1e9);
+          };
         auto check = [&](const MirrorPlan& m) {
           MirrorResult r = evaluate(apply(m));
           BudgetCheck c;
