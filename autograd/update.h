@@ -26,6 +26,9 @@ struct SgdSpec {
   double weight_decay = 0.0;
 };
 
+// Rewrites `tg` in place. Its nodes are moved into the new graph, not copied (planners call this
+// for every candidate plan), so if it throws, `tg` is left unusable: discard it (every caller
+// does; it throws only on an internal error).
 void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec);
 
 }  // namespace mnemo

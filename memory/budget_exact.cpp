@@ -537,6 +537,7 @@ std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& 
       bt.lp.lo[bt.k[i]] = bt.lp.hi[bt.k[i]] = kept;
     }
     const Solved sv = run_cbc(bt.lp, 10, kInf);
+    if (!sv.infeasible && !sv.optimal) throw Error("budget_programme_rejects: CBC reached no verdict in 10 s");
     if (flops && !sv.infeasible) *flops = sv.objective * md.flop_unit;
     return !sv.infeasible;
   };

@@ -247,8 +247,10 @@ constexpr double kOptimalSlack = 0.5;
 // least objective the max-term loop collects them.
 constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
-constexpr int kKeepBackPoints = 8;  // budget: points along each keep-back path
-constexpr double kBudgetLpSeconds = 5.0;  // budget's fast solver: the time limit of its LP bound
+constexpr int kKeepBackPoints = 7;  // budget: points along each keep-back path
+// budget's fast solver: the time limit of its LP bound (CBC's limit is a quarter of it; Clp may not
+// stop at it; a bound is taken only from an LP solved to optimality, else the knapsack bound)
+constexpr double kBudgetLpSeconds = 60.0;
 // ... and the gaps it models: its bound is set by the end of the forward pass and the fullest
 // backward gap (on ResNet-56 the same with 2 gaps as with 16, at 1/10 of the time; with 16 on the
 // 1001-layer ResNet the LP took 13 s).
@@ -605,8 +607,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       std::vector<MemoryReport> reps = light(plans);
       // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
       // both live bytes and recompute, the dropped nodes kept back, the most recompute FLOPs per
-      // byte first; kKeepBackPoints points along each path. They depend on the graph only, so the
-      // family is still fixed.
+      // byte first; points along each path at fractions 2^(-k/2) of the dropped nodes, k = 1..7
+      // (8.8% .. 70.7%). They depend on the graph only, so the family is still fixed.
       {
         const size_t base_members = plans.size();
         auto chen = [&](size_t i) { return log[i].origin == "sublinear" || log[i].origin == "recursive"; };
@@ -635,8 +637,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
             dropped.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
           }
           std::sort(dropped.begin(), dropped.end());
-          for (int k = 1; k <= kKeepBackPoints; ++k) {
-            const size_t j = static_cast<size_t>(std::ceil(static_cast<double>(dropped.size()) * std::pow(2.0, -(kKeepBackPoints - k) / 2.0)));
+          for (int k = kKeepBackPoints; k >= 1; --k) {
+            const size_t j = static_cast<size_t>(std::ceil(static_cast<double>(dropped.size()) * std::pow(2.0, -k / 2.0)));
             if (j == 0 || j >= dropped.size()) continue;
             MirrorPlan m = base;
             for (size_t i = 0; i < j; ++i) m[dropped[i].second] = 0;
@@ -650,16 +652,21 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
       }
       const int threads = std::max(1, omp_get_max_threads());
-      // Packs members of `order` from `next` on, a batch at a time, while `more()` asks for them.
+      // Packs the members of `order`, a batch of `threads` at a time, up to the first one `wanted`
+      // (asked with what is packed so far) declines; that batch is still packed. Packing more
+      // than needed changes nothing (the choice below looks at every packed member), so the
+      // choice does not depend on the thread count.
       auto pack_in_order = [&](const std::vector<size_t>& order, const std::function<bool(size_t)>& wanted) {
         for (size_t next = 0; next < order.size();) {
           std::vector<size_t> batch;
+          bool more = true;
           while (next < order.size() && static_cast<int>(batch.size()) < threads) {
-            if (!wanted(order[next])) return;
+            if (!(more = wanted(order[next]))) break;
             if (!packed.count(order[next])) batch.push_back(order[next]);
             ++next;
           }
           pack(batch);
+          if (!more) return;
         }
       };
       auto total_of = [&](size_t i) { return packed.at(i).planned.report.total_bytes; };
@@ -674,7 +681,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
           if (!least_total || r.planned.report.total_bytes < total_of(*least_total) ||
               (r.planned.report.total_bytes == total_of(*least_total) && j < *least_total))
             least_total = j;
-        return !least_total || reps[i].max_live_bytes + beside < total_of(*least_total);
+        return !least_total || reps[i].max_live_bytes + beside <= total_of(*least_total);
       });
       for (const auto& [j, r] : packed)
         if (r.planned.report.total_bytes < total_of(*least_total) || (r.planned.report.total_bytes == total_of(*least_total) && j < *least_total))
@@ -713,6 +720,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         st.max_live_bytes = reps[i].max_live_bytes, st.recompute_flops = reps[i].recompute_flops;
         const auto it = packed.find(i);
         st.pruned = it == packed.end();
+        st.too_big = reps[i].max_live_bytes > arena_limit;  // (known without packing)
         if (st.pruned) continue;
         const MemoryReport& rep = it->second.planned.report;
         st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes, st.arena_bytes = rep.arena_bytes;
@@ -720,6 +728,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       }
       const MirrorResult& keep_result = packed.at(0);
       double bound = budget_lower_bound(fwd, keep_result.training, arena_limit);
+      auto zero_one = [](const MirrorPlan& m) { return std::all_of(m.begin(), m.end(), [](int k) { return k <= 1; }); };
+      const bool chosen_01 = zero_one(plans[*chosen]);
       // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
       // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
       std::optional<MirrorResult> found;
@@ -729,7 +739,9 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         ExactBudgetOptions eo;
         eo.arena_limit = arena_limit;
         eo.device = device;
-        eo.incumbent_flops = packed.at(*chosen).planned.report.recompute_flops;
+        // (The programme's plans are 0/1; a recursive member recomputes some nodes more than
+        // once, so it is not an incumbent of the programme: the programme then seeks any plan.)
+        eo.incumbent_flops = chosen_01 ? packed.at(*chosen).planned.report.recompute_flops : -1;
         eo.integer = exact;
         eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
         if (!exact) eo.max_gaps = kBudgetLpGaps;
@@ -765,7 +777,10 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         best = std::move(packed.at(*chosen));
       }
       best.search = std::move(log);
-      if (std::isfinite(eb.bound_flops)) bound = std::max(bound, eb.bound_flops);
+      // The programme's bound covers 0/1 plans; the knapsack bound every plan. With a recursive
+      // plan chosen, only the latter is a bound on what was chosen among.
+      best.bound_over_01 = zero_one(best.mirror) && std::isfinite(eb.bound_flops) && eb.bound_flops > bound;
+      if (best.bound_over_01) bound = eb.bound_flops;
       best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
       best.budget_bytes = limit;
       best.least_feasible = least;

@@ -73,7 +73,8 @@ struct SearchStep {
   std::string origin;            // optimal, budget: paper, refined, keep-all, sublinear, drop-bn-relu, recursive
   int64_t total_bytes = 0;       // budget: the candidate's exact total
   bool fits = false;             // budget: total_bytes <= the budget
-  bool pruned = false;           // optimal: not packed, its live bytes already above the best arena
+  bool pruned = false;           // optimal, budget: not packed (optimal: its live bytes already above the best arena)
+  bool too_big = false;          // budget: its live bytes alone exceed the arena limit (else, if pruned, it was not needed)
   int64_t max_live_bytes = 0;    // the live-bytes lower bound of its arena
   int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
   double recompute_flops = 0;
@@ -94,6 +95,7 @@ struct MirrorResult {
   int64_t budget_bytes = -1;       // budget: the bound the plan had to meet
   int64_t least_feasible = -1;     // budget: the least exact total among the family
   double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
+  bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
   double solver_seconds = 0;

@@ -27,12 +27,15 @@ struct PlanStats {
   int inplace = 0;
   double planning_seconds = 0;
   bool pruned = false;            // max_live_bytes exceeded `prune_above`: no offsets were assigned
+  bool joint_packing = false;     // share: all classes packed at once gave the smaller arena
 };
 
 // Packing order: the feature maps first (so feature_map_bytes is the activation quantity of the
 // papers' figures), then `gradients` (parameter gradients: ordinary entries that die at their
 // optimiser update) into the gaps and above, then the workspaces. Every compute node is prepared
-// on `device` (null: the CPU) once; the plan keeps those kernels (MemoryPlan::kernels).
+// on `device` (null: the CPU) once; the plan keeps those kernels (MemoryPlan::kernels). In
+// `share` mode every buffer is also packed at once in three orders (PackOrder), and the smallest
+// of the four arenas is the plan's (feature_map_bytes stays the feature maps packed alone).
 // `prune_above` >= 0 (with `stats`): when the live-bytes lower bound of the arena already exceeds
 // it, stop before packing (stats->pruned; the plan has no offsets). Searches use it to skip
 // candidates that cannot beat the best arena found.
@@ -40,10 +43,16 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullpt
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
                        int64_t prune_above = -1);
 
+// The order in which pack_intervals places items: largest first, longest lived first, or largest
+// bytes x steps first.
+enum class PackOrder { size, lifetime, area };
+
 // Offsets for `items` (bytes, [start, end]) such that items live at the same step never overlap;
 // returns the arena size. Items whose offset is already >= 0 stay where they are; the others are
-// placed largest first, each at the best-fitting gap among the items live at the same time
-// (interval packing), else above them.
-int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets);
+// placed in `by` order, each at the best-fitting gap among the items live at the same time
+// (interval packing), else above them. `give_up_above` >= 0: stop (offsets incomplete) once the
+// arena exceeds it, returning a size above it.
+int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by = PackOrder::size,
+                       int64_t give_up_above = -1);
 
 }  // namespace mnemo

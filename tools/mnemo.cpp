@@ -125,8 +125,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                           {"feature_map_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.feature_map_bytes)},
                           {"arena_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.arena_bytes)},
                           {"total_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.total_bytes)},
-                          {"recompute_flops", s.pruned ? nlohmann::json() : nlohmann::json(s.recompute_flops)}, {"fits", s.fits},
-                          {"chosen", s.chosen}});
+                          {"recompute_flops", s.recompute_flops},
+                          {"fits", s.pruned && !s.too_big ? nlohmann::json() : nlohmann::json(s.fits)}, {"chosen", s.chosen}});
       else if (!s.origin.empty() && s.pruned)  // not packed: only its live-bytes bound is known
         search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
                           {"pruned", true}, {"max_live_bytes", s.max_live_bytes}, {"feature_map_bytes", nullptr},
@@ -145,6 +145,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["budget_bytes"] = mr.budget_bytes;
       j["least_feasible_bytes"] = mr.least_feasible;
       j["lower_bound_flops"] = mr.lower_bound_flops;
+      j["lower_bound_over"] = mr.bound_over_01 ? "0/1 mirror plans" : "every mirror plan";
       j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
                      {"cuts", mr.solver_cuts}, {"seconds", mr.solver_seconds}};
     }
@@ -176,10 +177,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
     if (mr.budget_bytes >= 0) {
       const double rec = mr.planned.report.recompute_flops;
-      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s); no plan that fits "
+      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s); no %s that fits "
                   "recomputes less than %.3g GFLOP (proven bound): gap %.1f%%\n",
                   mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str(),
-                  mr.lower_bound_flops / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
+                  mr.bound_over_01 ? "0/1 mirror plan" : "mirror plan", mr.lower_bound_flops / 1e9,
+                  rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       for (const mnemo::SearchStep& s : mr.search) {
@@ -188,9 +190,12 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                                   : s.origin == "recursive" ? "depth " + std::to_string(static_cast<int>(s.budget))
                                   : s.origin == "keep-back" ? std::to_string(static_cast<int>(s.budget)) + " kept"
                                                             : "";
-        if (s.pruned)
+        if (s.pruned && s.too_big)
           std::printf("    %-12s %10s: live bytes %10s above the arena limit: too big, not packed\n", s.origin.c_str(), param.c_str(),
                       mnemo::format_bytes(s.max_live_bytes).c_str());
+        else if (s.pruned)
+          std::printf("    %-12s %10s: live bytes %10s, recompute %7.3g GFLOP: not packed (not needed for the choice)\n", s.origin.c_str(),
+                      param.c_str(), mnemo::format_bytes(s.max_live_bytes).c_str(), s.recompute_flops / 1e9);
         else
           std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(), param.c_str(),
                       mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
