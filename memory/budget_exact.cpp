@@ -430,7 +430,8 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   // live only during a node, recomputed values read only by recomputation, packing), so their
   // solutions tend to overshoot a little; primal ones model the limit lowered by the overshoot
   // seen so far, to find plans that fit (and so a lower cutoff for the honest ones).
-  double tighten = 0;  // MiB
+  double tighten = 0;                              // units
+  double per_solve = std::max(1.0, o.seconds / 4);  // seconds one solve may take
   bool honest = true;
   for (;;) {
     if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
@@ -446,7 +447,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     out.gaps = static_cast<int>(fwd_gaps.size() + bwd_gaps.size());
     // Solutions must beat the incumbent (by more than rounding).
     const double cutoff = std::isfinite(best) ? best * (1 - 1e-9) - 1e-12 : kInf;
-    const Solved s = run_cbc(b.lp, std::min(left, std::max(1.0, o.seconds / 4)), o.integer ? cutoff : kInf);
+    const Solved s = run_cbc(b.lp, std::min(left, per_solve), o.integer ? cutoff : kInf);
     ++out.solves;
     if (honest) {
       if (s.infeasible) {
@@ -463,6 +464,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     }
     if (!s.solution) {
       if (honest) {
+        // No solution in its share of the time: once more with all the time left, else stop.
+        if (s.time_limit && o.seconds - elapsed() > per_solve) {
+          per_solve = o.seconds - elapsed();
+          continue;
+        }
         out.status = "time limit";
         break;
       }
