@@ -746,7 +746,9 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
         if (!exact) eo.max_gaps = kBudgetLpGaps;
         if (exact)
-          eo.progress = [](int solves, double seconds, double best_flops, double bound_flops) {
+          eo.progress = [next = 1.0](int solves, double seconds, double best_flops, double bound_flops) mutable {
+            if (seconds < next) return;  // from 1 s on, at most one line a second
+            next = seconds + 1;
             std::fprintf(stderr, "mnemo: budget exact: %d solves, %.1f s: least recompute that fits %.4g GFLOP, bound %.4g GFLOP\n",
                          solves, seconds, best_flops / 1e9, bound_flops / 1e9);
           };

@@ -174,6 +174,40 @@ Graph random_net(std::mt19937& rng, int layers, EntryRef* loss) {
   return g;
 }
 
+// The compute nodes of `g`, and the 0/1 mirror plan dropping compute[i] where bit i of `mask` is
+// set (views with the node they alias).
+std::vector<int> compute_nodes(const Graph& g) {
+  std::vector<int> compute;
+  for (size_t v = 0; v < g.size(); ++v)
+    if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
+  return compute;
+}
+MirrorPlan mask_plan(const Graph& g, const std::vector<int>& compute, uint32_t mask) {
+  MirrorPlan m(g.size(), 0);
+  for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
+  return views_follow(g, m);
+}
+
+// Small random trainable nets (at most 11 compute nodes, so every 0/1 plan can be enumerated):
+// up to `count` of the first 40 drawn from `seed`.
+struct SmallNet {
+  Graph g;
+  EntryRef loss;
+  std::vector<int> compute;
+  int trial;
+};
+std::vector<SmallNet> small_random_nets(uint32_t seed, size_t count) {
+  std::mt19937 rng(seed);
+  std::vector<SmallNet> out;
+  for (int trial = 0; trial < 40 && out.size() < count; ++trial) {
+    EntryRef loss;
+    Graph g = random_net(rng, 4 + static_cast<int>(rng() % 5), &loss);
+    std::vector<int> compute = compute_nodes(g);
+    if (compute.size() <= 11) out.push_back({std::move(g), loss, std::move(compute), trial});
+  }
+  return out;
+}
+
 // The exact report (share) of every 0/1 mirror plan over the checkpoint graph's vertices.
 std::vector<MemoryReport> every_plan(const Graph& g, EntryRef loss, const CheckpointGraph& cg) {
   const int k = cg.size() - 2;
@@ -311,21 +345,12 @@ namespace {
 // more than the fast solver's, and the reported (knapsack) bound is never above the least
 // recompute of a plan that fits. How often it reaches that least is printed.
 TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
-  std::mt19937 rng(21);
   int checked = 0, optimal = 0, nets = 0;
-  for (int trial = 0; trial < 40 && nets < 8; ++trial) {
-    EntryRef loss;
-    const Graph g = random_net(rng, 4 + static_cast<int>(rng() % 5), &loss);
-    std::vector<int> compute;
-    for (size_t v = 0; v < g.size(); ++v)
-      if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
-    if (compute.size() > 11) continue;
+  for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
     ++nets;
     std::vector<std::pair<int64_t, double>> all;  // (total, recompute) of every plan of the space
     for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
-      MirrorPlan m(g.size(), 0);
-      for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
-      const MemoryReport r = plan_training_step(build_training_graph(g, loss, views_follow(g, m)), AllocMode::share).report;
+      const MemoryReport r = plan_training_step(build_training_graph(g, loss, mask_plan(g, compute, mask)), AllocMode::share).report;
       all.push_back({r.total_bytes, r.recompute_flops});
     }
     std::vector<int64_t> totals;
@@ -365,21 +390,12 @@ namespace {
 // The programme of memory/budget_exact.h is a relaxation: every 0/1 plan is admitted at its own
 // exact arena (so no plan that fits a limit is cut off, and the programme's optimum is a bound).
 TEST(BudgetExact, AdmitsEveryPlanAtItsOwnArena) {
-  std::mt19937 rng(21);
   int nets = 0, plans = 0;
-  for (int trial = 0; trial < 40 && nets < 8; ++trial) {
-    EntryRef loss;
-    const Graph g = random_net(rng, 4 + static_cast<int>(rng() % 5), &loss);
-    std::vector<int> compute;
-    for (size_t v = 0; v < g.size(); ++v)
-      if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
-    if (compute.size() > 11) continue;
+  for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
     ++nets;
     const TrainingGraph keep_all = build_training_graph(g, loss, MirrorPlan(g.size(), 0));
     for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
-      MirrorPlan m(g.size(), 0);
-      for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
-      m = views_follow(g, m);
+      const MirrorPlan m = mask_plan(g, compute, mask);
       const MemoryReport r = plan_training_step(build_training_graph(g, loss, m), AllocMode::share).report;
       ++plans;
       double flops = NAN;
@@ -400,14 +416,10 @@ namespace {
 // The least recompute FLOPs of every 0/1 plan (over the compute nodes) whose exact total fits in
 // each of `budgets`; INFINITY where none fits.
 std::vector<double> least_by_enumeration(const Graph& g, EntryRef loss, const std::vector<int64_t>& budgets) {
-  std::vector<int> compute;
-  for (size_t v = 0; v < g.size(); ++v)
-    if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
+  const std::vector<int> compute = compute_nodes(g);
   std::vector<double> least(budgets.size(), INFINITY);
   for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
-    MirrorPlan m(g.size(), 0);
-    for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
-    const MemoryReport r = plan_training_step(build_training_graph(g, loss, views_follow(g, m)), AllocMode::share).report;
+    const MemoryReport r = plan_training_step(build_training_graph(g, loss, mask_plan(g, compute, mask)), AllocMode::share).report;
     for (size_t b = 0; b < budgets.size(); ++b)
       if (r.total_bytes <= budgets[b]) least[b] = std::min(least[b], r.recompute_flops);
   }
@@ -464,7 +476,7 @@ TEST(BudgetExact, ChainsReachTheEnumeratedOptimum) {
   }
   std::printf("budget on chains: %d budgets, the exact solver at the enumerated optimum on all, proven within 2%% on %d\n", checked, proven);
   EXPECT_EQ(checked, 24);
-  EXPECT_GE(proven, checked / 2);
+  EXPECT_GE(proven, checked / 2);  // (24 of 24 when recorded; time limits make it machine-dependent)
 }
 
 // A sweep from share's total down to the least feasible one on small random nets: the fast
