@@ -130,6 +130,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     // A packing at the live-bytes bound is optimal: then the others are not tried; and each stops
     // as soon as it is no smaller than the best so far.
     const int64_t bound = max_live_bytes(l, true);
+    if (stats) stats->class_pass_bytes = top[2];
     for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
       if (top[2] <= bound) break;
       std::vector<int64_t> joint(l.buffers.size(), -1);

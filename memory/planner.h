@@ -28,6 +28,7 @@ struct PlanStats {
   double planning_seconds = 0;
   bool pruned = false;            // max_live_bytes exceeded `prune_above`: no offsets were assigned
   bool joint_packing = false;     // share: all classes packed at once gave the smaller arena
+  int64_t class_pass_bytes = 0;   // share: the arena of the class passes alone (>= arena_bytes)
 };
 
 // Packing order: the feature maps first (so feature_map_bytes is the activation quantity of the

@@ -170,6 +170,59 @@ TEST(MemoryPlan, SharingReusesDeadBuffersAndReportsFragmentation) {
   EXPECT_EQ(none.arena_bytes, 10 * 256);
 }
 
+// pack_intervals in every order on random intervals: no two items live at the same step overlap,
+// the arena is at least the live-bytes bound and holds every item; `give_up_above` stops early
+// with a size above it exactly when the full packing would exceed it.
+TEST(MemoryPlan, PackIntervalsInEveryOrderIsValidAndGivesUpAboveTheLimit) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Buffer> items(1 + rng() % 40);
+    for (Buffer& b : items) {
+      b.start = static_cast<int>(rng() % 30);
+      b.end = b.start + static_cast<int>(rng() % 10);
+      b.bytes = 1 + static_cast<int64_t>(rng() % 4096);
+    }
+    Liveness l;
+    l.buffers = items;
+    const int64_t bound = max_live_bytes(l, true);
+    for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
+      std::vector<int64_t> off(items.size(), -1);
+      const int64_t arena = pack_intervals(items, off, by);
+      ASSERT_GE(arena, bound);
+      for (size_t i = 0; i < items.size(); ++i) {
+        const int64_t si = align_up(items[i].bytes);
+        ASSERT_GE(off[i], 0);
+        ASSERT_LE(off[i] + si, arena);
+        for (size_t j = 0; j < i; ++j) {
+          if (items[i].start > items[j].end || items[j].start > items[i].end) continue;
+          const bool apart = off[i] + si <= off[j] || off[j] + align_up(items[j].bytes) <= off[i];
+          ASSERT_TRUE(apart) << "trial " << trial << ": items " << i << " and " << j << " overlap";
+        }
+      }
+      std::vector<int64_t> early(items.size(), -1);
+      const int64_t stopped = pack_intervals(items, early, by, arena - 1);
+      EXPECT_GT(stopped, arena - 1);
+      std::vector<int64_t> full(items.size(), -1);
+      EXPECT_EQ(pack_intervals(items, full, by, arena), arena) << "a limit the packing meets does not stop it";
+    }
+  }
+}
+
+// share's plan is the best of the class passes and three joint packings: valid, never above the
+// class passes alone, never below the live-bytes bound, and marked joint exactly when smaller.
+// (The gains on real networks are in docs/MEMORY.md "Layout of the arena".)
+TEST(MemoryPlan, SharePacksNoWorseThanTheClassPasses) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 60; ++trial) {
+    const Graph g = random_dag(rng, 8 + static_cast<int>(rng() % 30));
+    PlanStats st;
+    validate_plan(g, plan_memory(g, AllocMode::share, &st));
+    EXPECT_LE(st.arena_bytes, st.class_pass_bytes);
+    EXPECT_GE(st.arena_bytes, st.max_live_bytes);
+    EXPECT_EQ(st.joint_packing, st.arena_bytes < st.class_pass_bytes);
+  }
+}
+
 // Training graphs of the small nets: every mode validates, and losses and gradients are
 // bitwise identical to mode none.
 TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
