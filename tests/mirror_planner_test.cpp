@@ -292,6 +292,14 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
       EXPECT_LE(r.planned.report.total_bytes, b) << kModels[i] << " budget " << b;
       EXPECT_GE(r.planned.report.recompute_flops, last_recompute) << kModels[i] << " budget " << b;
       EXPECT_LE(r.planned.report.total_bytes, last_total) << kModels[i] << " budget " << b;
+      // The log agrees with the lazy packing: a packed member fits exactly when its total does; one
+      // left unpacked though its live bytes fit recomputes no less than the chosen plan; the
+      // programme's 0/1 bound is never claimed for a plan that recomputes a node twice.
+      for (const SearchStep& st : r.search) {
+        if (!st.pruned) EXPECT_EQ(st.fits, st.total_bytes <= b) << kModels[i] << " " << st.origin;
+        if (st.pruned && !st.too_big) EXPECT_GE(st.recompute_flops, r.planned.report.recompute_flops) << kModels[i] << " " << st.origin;
+      }
+      if (std::any_of(r.mirror.begin(), r.mirror.end(), [](int k) { return k > 1; })) EXPECT_FALSE(r.bound_over_01);
       last_recompute = r.planned.report.recompute_flops;
       last_total = r.planned.report.total_bytes;
     }

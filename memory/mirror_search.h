@@ -1,0 +1,37 @@
+// What the mirror planners share (memory/mirror_planner.cpp and memory/budget_planner.cpp):
+// evaluating candidate plans (in parallel), finding equal ones. Internal to memory/.
+#pragma once
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "autograd/update.h"
+#include "memory/mirror_planner.h"
+
+namespace mnemo {
+
+// One plan_mirror call: the forward graph, its loss, the mode, the config's per-node overrides,
+// the optimiser (or null) and the device the plans are for.
+struct PlanContext {
+  const Graph& fwd;
+  EntryRef loss;
+  const MemoryMode& mode;
+  const std::map<int, int>& overrides;
+  const SgdSpec* sgd;
+  const Device* device;
+  // `m` (empty: keep everything) with the per-node overrides on top.
+  MirrorPlan apply(MirrorPlan m) const;
+  // The training graph of `m` (with the optimiser update) and its memory plan (`prune_above`: see
+  // plan_training_step).
+  MirrorResult evaluate(const MirrorPlan& m, int64_t prune_above = -1) const;
+};
+
+// same[i]: the first plan equal to plans[i] (i itself when none before it is).
+std::vector<size_t> first_equal(const std::vector<MirrorPlan>& plans);
+// body(0) .. body(n - 1) on the OpenMP threads; the first exception is rethrown after all ran.
+void parallel_each(size_t n, const std::function<void(size_t)>& body);
+
+// budget=SIZE (memory/budget_planner.cpp).
+MirrorResult plan_budget(const PlanContext& ctx);
+
+}  // namespace mnemo
