@@ -25,6 +25,14 @@ std::optional<EntryRef> aliased_input(const Node& node, size_t j) {
   return std::nullopt;
 }
 
+EntryRef owning_entry(const Graph& g, EntryRef e) {
+  for (;;) {
+    const std::optional<EntryRef> in = aliased_input(g.node(e.node), static_cast<size_t>(e.index));
+    if (!in) return e;
+    e = *in;
+  }
+}
+
 MemoryPlan plan_separate(const Graph& g, const Device* device) {
   MemoryPlan plan;
   plan.mode = "none";

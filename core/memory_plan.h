@@ -39,6 +39,8 @@ size_t node_workspace_bytes(const Graph& g, int id, const Device* device = nullp
 // Whether output `j` of `node` is stored in the memory of one of its inputs rather than planned:
 // a view's output, or an output the op updates in place (OpDef::updates). Returns that input.
 std::optional<EntryRef> aliased_input(const Node& node, size_t j);
+// The entry whose memory `e` is: through views and in-place updates to the entry that owns it.
+EntryRef owning_entry(const Graph& g, EntryRef e);
 
 // Every compute entry and every workspace in its own 256-byte aligned region (mode "none").
 MemoryPlan plan_separate(const Graph& g, const Device* device = nullptr);

@@ -1,8 +1,6 @@
 // budget=SIZE's exact solver: the programme of memory/budget_exact.h, built for CBC.
 #include "memory/budget_exact.h"
 
-#include <coin/Cbc_C_Interface.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <set>
 
 #include "core/memory_plan.h"
+#include "memory/milp.h"
 
 namespace mnemo {
 
@@ -24,16 +23,6 @@ double byte_unit(int64_t arena_limit) { return std::max(1.0, static_cast<double>
 // Recompute FLOPs likewise in units of 1/10000 of the forward pass's FLOPs (in GFLOP, a small
 // net's costs are ~1e-8, below CBC's tolerances, and it returned plans 7x the optimum as optimal).
 constexpr double kUnitsPerForward = 1e4;
-
-// The memory whose entry `e` lives in: through views (and in-place parameter updates) to the
-// entry that owns it.
-EntryRef owner(const Graph& g, EntryRef e) {
-  for (;;) {
-    const std::optional<EntryRef> in = aliased_input(g.node(e.node), static_cast<size_t>(e.index));
-    if (!in) return e;
-    e = *in;
-  }
-}
 
 // What the programme needs of the graphs: per compute node its kept-value bytes and readers, the
 // constants of every gap.
@@ -100,7 +89,7 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
     const Node& node = fwd.node(u);
     if (node.is(OpKind::view)) continue;  // its readers read the owner
     for (const EntryRef& x : node.inputs) {
-      const EntryRef e = owner(fwd, x);
+      const EntryRef e = owning_entry(fwd, x);
       if (!planned(e)) continue;
       Info& in = info[e.node][e.index];
       in.last_fwd = std::max(in.last_fwd, u);
@@ -119,7 +108,7 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
     const Node& b = g.node(md.F + k);
     if (b.is(OpKind::view)) continue;
     for (const EntryRef& x : b.inputs) {
-      const EntryRef e = owner(g, x);
+      const EntryRef e = owning_entry(g, x);
       if (e.node < md.F) {
         if (!planned(e)) continue;
         Info& in = info[e.node][e.index];
@@ -132,7 +121,7 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
   std::vector<EntryRef> keep = g.outputs;
   for (const StateUpdate& s : g.state_updates) keep.push_back(s.value);
   for (const EntryRef& x : keep) {
-    const EntryRef e = owner(g, x);
+    const EntryRef e = owning_entry(g, x);
     if (e.node < md.F) {
       if (planned(e)) info[e.node][e.index].pinned = true;
     } else if (!aliased_input(g.node(e.node), e.index)) {
@@ -203,23 +192,6 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
   return md;
 }
 
-// A programme under construction: columns with bounds and costs, rows as sparse lists.
-struct Lp {
-  std::vector<double> lo, hi, obj;
-  std::vector<char> integer;
-  struct Row {
-    std::vector<std::pair<int, double>> terms;
-    double lo, hi;
-  };
-  std::vector<Row> rows;
-  int add_col(double l, double h, double c, bool is_int) {
-    lo.push_back(l), hi.push_back(h), obj.push_back(c), integer.push_back(is_int);
-    return static_cast<int>(lo.size()) - 1;
-  }
-  void add_row(std::vector<std::pair<int, double>> terms, double l, double h) { rows.push_back({std::move(terms), l, h}); }
-};
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 // CBC stops when its incumbent is within this fraction of its bound.
 constexpr double kRelativeGap = 0.02;
 
@@ -318,56 +290,6 @@ Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_ga
   return b;
 }
 
-struct Solved {
-  bool solution = false, optimal = false, infeasible = false, time_limit = false;
-  double objective = 0, bound = 0;
-  std::vector<double> x;
-};
-
-Solved run_cbc(const Lp& lp, double seconds, double cutoff) {
-  const int cols = static_cast<int>(lp.lo.size()), rows = static_cast<int>(lp.rows.size());
-  // Column-major (CBC's loadProblem).
-  std::vector<int> count(cols, 0);
-  for (const Lp::Row& r : lp.rows)
-    for (const auto& [c, v] : r.terms) ++count[c];
-  std::vector<CoinBigIndex> start(cols + 1, 0);
-  for (int c = 0; c < cols; ++c) start[c + 1] = start[c] + count[c];
-  std::vector<int> index(start[cols]);
-  std::vector<double> value(start[cols]);
-  std::vector<CoinBigIndex> at(start.begin(), start.end() - 1);
-  std::vector<double> rlo(rows), rhi(rows);
-  for (int i = 0; i < rows; ++i) {
-    for (const auto& [c, v] : lp.rows[i].terms) index[at[c]] = i, value[at[c]++] = v;
-    rlo[i] = std::isfinite(lp.rows[i].lo) ? lp.rows[i].lo : -std::numeric_limits<double>::max();
-    rhi[i] = std::isfinite(lp.rows[i].hi) ? lp.rows[i].hi : std::numeric_limits<double>::max();
-  }
-  Cbc_Model* m = Cbc_newModel();
-  Cbc_loadProblem(m, cols, rows, start.data(), index.data(), value.data(), lp.lo.data(), lp.hi.data(), lp.obj.data(), rlo.data(),
-                  rhi.data());
-  bool mip = false;
-  for (int c = 0; c < cols; ++c)
-    if (lp.integer[c]) Cbc_setInteger(m, c), mip = true;
-  Cbc_setLogLevel(m, 0);
-  Cbc_setMaximumSeconds(m, std::max(0.05, seconds));
-  if (cutoff < kInf) Cbc_setCutoff(m, cutoff);
-  Cbc_setAllowableFractionGap(m, kRelativeGap);
-  Cbc_solve(m);
-  Solved s;
-  s.optimal = Cbc_isProvenOptimal(m);
-  s.infeasible = Cbc_isProvenInfeasible(m);
-  s.time_limit = Cbc_isSecondsLimitReached(m);
-  const double* x = Cbc_bestSolution(m);
-  if (x && !s.infeasible) {
-    s.solution = true;
-    s.x.assign(x, x + cols);
-    for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
-  }
-  // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum.
-  s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.optimal ? s.objective : 0;
-  Cbc_deleteModel(m);
-  return s;
-}
-
 }  // namespace
 
 MirrorPlan views_follow(const Graph& fwd, MirrorPlan m) {
@@ -447,7 +369,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     out.gaps = static_cast<int>(fwd_gaps.size() + bwd_gaps.size());
     // Solutions must beat the incumbent (by more than rounding).
     const double cutoff = std::isfinite(best) ? best * (1 - 1e-9) - 1e-12 : kInf;
-    const Solved s = run_cbc(b.lp, std::min(left, per_solve), o.integer ? cutoff : kInf);
+    const Solved s = run_milp(b.lp, std::min(left, per_solve), o.integer ? cutoff : kInf, kRelativeGap);
     ++out.solves;
     if (honest) {
       if (s.infeasible) {
@@ -542,7 +464,7 @@ std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& 
       const double kept = v < md.mirrorable && m[v] ? 0 : 1;
       bt.lp.lo[bt.k[i]] = bt.lp.hi[bt.k[i]] = kept;
     }
-    const Solved sv = run_cbc(bt.lp, 10, kInf);
+    const Solved sv = run_milp(bt.lp, 10, kInf, kRelativeGap);
     if (!sv.infeasible && !sv.optimal) throw Error("budget_programme_rejects: CBC reached no verdict in 10 s");
     if (flops && !sv.infeasible) *flops = sv.objective * md.flop_unit;
     return !sv.infeasible;

@@ -330,7 +330,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
   std::optional<MirrorResult> found;
   ExactBudget eb;
-  if (overrides.empty()) {
+  // The programme models the default schedule order: with another order, only the knapsack bound
+  // (the forward pass still runs first, which is all it assumes).
+  const bool programme = overrides.empty() && mode.order == ScheduleOrder::default_order;
+  if (programme) {
     const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
     ExactBudgetOptions eo;
     eo.arena_limit = arena_limit;
@@ -383,6 +386,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.budget_bytes = limit;
   best.least_feasible = least;
   best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
+                       : !programme ? std::string("no programme (it models the default schedule order): knapsack bound")
                        : mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family), bound: programme " + eb.status
                                                                         : "exact programme: " + eb.status;
   best.solver_solves = eb.solves, best.solver_cuts = eb.cuts, best.solver_gaps = eb.gaps, best.solver_seconds = eb.seconds;

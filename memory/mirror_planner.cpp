@@ -285,8 +285,31 @@ MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above) con
   r.mirror = m;
   r.training = build_training_graph(fwd, loss, m);
   if (sgd) add_sgd_updates(r.training, *sgd);
-  r.planned = plan_training_step(r.training, mode.alloc, device, prune_above);
+  std::vector<PreparedKernel> kernels;
+  if (mode.order != ScheduleOrder::default_order) {
+    kernels = prepare_kernels(r.training.graph, device);
+    const ScheduleOrder order = mode.order == ScheduleOrder::optimal ? ScheduleOrder::greedy : mode.order;
+    r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
+  }
+  r.planned = plan_training_step(r.training, mode.alloc, device, prune_above, std::move(kernels));
   return r;
+}
+
+void PlanContext::finish_order(MirrorResult& best) const {
+  if (mode.order != ScheduleOrder::optimal) return;
+  MirrorResult r;
+  r.training = build_training_graph(fwd, loss, best.mirror);
+  if (sgd) add_sgd_updates(r.training, *sgd);
+  std::vector<PreparedKernel> kernels = prepare_kernels(r.training.graph, device);
+  r.order = reorder_step(r.training, kernels, mode.order, mode.alloc != AllocMode::none, mode.order_seconds);
+  r.planned = plan_training_step(r.training, mode.alloc, device, -1, std::move(kernels));
+  if (r.planned.report.total_bytes > best.planned.report.total_bytes) {
+    best.order.status += "; the programme's order packed larger: greedy's kept";
+    return;
+  }
+  best.training = std::move(r.training);
+  best.planned = std::move(r.planned);
+  best.order = std::move(r.order);
 }
 
 MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
@@ -440,6 +463,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       break;
     }
   }
+  ctx.finish_order(best);
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;
   best.planned.report.planning_seconds = best.planning_seconds;

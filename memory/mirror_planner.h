@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "autograd/update.h"
+#include "memory/order.h"
 #include "memory/report.h"
 
 namespace mnemo {
@@ -50,6 +51,9 @@ struct MemoryMode {
   // not yet proven: see docs/MEMORY.md).
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
+  // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
+  ScheduleOrder order = ScheduleOrder::default_order;
+  double order_seconds = 10;
 };
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
@@ -99,6 +103,7 @@ struct MirrorResult {
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
   double solver_seconds = 0;
+  OrderReport order;               // the schedule order pass on the plan chosen
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,

@@ -23,7 +23,12 @@ struct PlanContext {
   MirrorPlan apply(MirrorPlan m) const;
   // The training graph of `m` (with the optimiser update) and its memory plan (`prune_above`: see
   // plan_training_step).
+  // With order `optimal`, candidates are ordered by `greedy` (a programme per candidate would cost
+  // seconds each); finish_order then gives the plan chosen the programme's order.
   MirrorResult evaluate(const MirrorPlan& m, int64_t prune_above = -1) const;
+  // The chosen plan with order `optimal`: re-planned with the programme's order, kept when its
+  // total is no larger (the same peak or lower; packing could differ).
+  void finish_order(MirrorResult& best) const;
 };
 
 // same[i]: the first plan equal to plans[i] (i itself when none before it is).

@@ -86,10 +86,10 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
-                       const Device* device, int64_t prune_above) {
+                       const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
-  plan.kernels = prepare_kernels(g, device);
+  plan.kernels = kernels.empty() ? prepare_kernels(g, device) : std::move(kernels);
   Liveness l = analyze_liveness(g, mode != AllocMode::none, plan.kernels);
   if (stats && prune_above >= 0) {
     stats->max_live_bytes = max_live_bytes(l, true);

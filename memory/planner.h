@@ -40,9 +40,10 @@ struct PlanStats {
 // `prune_above` >= 0 (with `stats`): when the live-bytes lower bound of the arena already exceeds
 // it, stop before packing (stats->pruned; the plan has no offsets). Searches use it to skip
 // candidates that cannot beat the best arena found.
+// `kernels`: the nodes' kernels already prepared on `device` (empty: prepared here).
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
-                       int64_t prune_above = -1);
+                       int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {});
 
 // The order in which pack_intervals places items: largest first, longest lived first, or largest
 // bytes x steps first.

@@ -6,7 +6,8 @@
 
 namespace mnemo {
 
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above) {
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above,
+                               std::vector<PreparedKernel> kernels) {
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
   // the step's status word (the int32 entries its updates read and write), so feature_map_bytes
@@ -23,7 +24,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   }
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads, device, prune_above);
+  out.plan = plan_memory(g, mode, &st, grads, device, prune_above, std::move(kernels));
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());

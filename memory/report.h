@@ -43,8 +43,9 @@ struct PlannedStep {
 // the CPU).
 // `prune_above` >= 0: see plan_memory; a pruned step has report.pruned set, arena_bytes -1 and
 // max_live_bytes (a lower bound of its arena) filled in.
+// `kernels`: see plan_memory.
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr,
-                               int64_t prune_above = -1);
+                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {});
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

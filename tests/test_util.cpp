@@ -145,4 +145,39 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+Graph random_net(std::mt19937& rng, int layers, EntryRef* loss) {
+  Graph g;
+  const int64_t batch = 2;
+  struct Item {
+    EntryRef e;
+    int64_t width;
+  };
+  std::vector<Item> pool{{g.input("x", {DType::f64, {batch, 6}}), 6}};
+  EntryRef labels = g.input("labels", {DType::i32, {batch}});
+  int params = 0;
+  auto pick = [&]() { return pool[pool.size() - 1 - (rng() % 3 == 0 ? rng() % pool.size() : rng() % std::min<size_t>(pool.size(), 2))]; };
+  auto fc = [&](Item in, int64_t width) {
+    const std::string p = "w" + std::to_string(params++);
+    EntryRef w = g.param(p, {DType::f64, {width, in.width}});
+    return Item{g.add1("fully_connected", {in.e, w}), width};
+  };
+  pool.push_back(fc(pool[0], 8));
+  for (int k = 1; k < layers; ++k) {
+    const Item a = pick();
+    switch (rng() % 5) {
+      case 0: pool.push_back(fc(a, 4 << (rng() % 3))); break;
+      case 1: pool.push_back({g.add1(rng() % 2 ? "relu" : "tanh", {a.e}), a.width}); break;
+      case 2: pool.push_back({g.add1("concat", {a.e, pick().e}, {{"axis", int64_t{1}}}), 0}); break;
+      default: {
+        Item b = pick();
+        if (b.width != a.width) b = fc(b, a.width), ++k;
+        pool.push_back({g.add1(rng() % 2 ? "add" : "mul", {a.e, b.e}), a.width});
+      }
+    }
+    if (pool.back().width == 0) pool.back().width = g.type(pool.back().e).shape[1];
+  }
+  *loss = g.add1("softmax_cross_entropy", {fc(pool.back(), 3).e, labels});
+  return g;
+}
+
 }  // namespace mnemo::test

@@ -80,4 +80,8 @@ std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tenso
 // The message of the mnemo::Error f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
 
+// A random small DAG of float64 fully_connected, relu/tanh, concat, add/mul (batch 2) ending in a
+// softmax cross-entropy `loss`: `layers` layers or a few more.
+Graph random_net(std::mt19937& rng, int layers, EntryRef* loss);
+
 }  // namespace mnemo::test

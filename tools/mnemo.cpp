@@ -91,8 +91,10 @@ int run_import(const std::string& model, const std::string& out, std::string wei
   return 0;
 }
 
-int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch) {
-  const mnemo::Config c = config_or_onnx(path, batch);
+int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch,
+             const std::string& order) {
+  mnemo::Config c = config_or_onnx(path, batch);
+  if (!order.empty()) c.order = order;
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
@@ -157,6 +159,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["search_seconds"] = mr.search_seconds;
       j["pruned_candidates"] = mr.pruned;
     }
+    const mnemo::OrderReport& o = mr.order;
+    if (o.order != "default")
+      j["order"] = {{"order", o.order}, {"chosen", o.chosen}, {"default_peak_bytes", o.default_peak}, {"peak_bytes", o.peak},
+                    {"bound_bytes", o.bound >= 0 ? nlohmann::json(o.bound) : nlohmann::json()}, {"status", o.status},
+                    {"moved", o.moved}, {"region", o.region}, {"seconds", o.seconds}};
     out["modes"].push_back(j);
     if (json) continue;
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
@@ -166,6 +173,18 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
+    if (o.order != "default") {
+      std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
+                  o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),
+                  o.default_peak ? 100.0 * static_cast<double>(o.peak - o.default_peak) / static_cast<double>(o.default_peak) : 0.0,
+                  o.moved, o.region, o.seconds);
+      if (o.bound >= 0)
+        std::printf("; no order peaks below %s (%s): gap %.2f%%", mnemo::format_bytes(o.bound).c_str(), o.status.c_str(),
+                    o.peak ? 100.0 * static_cast<double>(o.peak - o.bound) / static_cast<double>(o.peak) : 0.0);
+      else if (!o.status.empty())
+        std::printf("; %s", o.status.c_str());
+      std::printf("\n");
+    }
     if (mr.model_optimum >= 0)
       std::printf("    papers' objective: optimum %s, chosen plan %s%s; %d max terms, "
                   "%d segments in the division tree, search %.3f s; "
@@ -255,7 +274,10 @@ int main(int argc, char** argv) {
   plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
-  std::string plan_device;
+  std::string plan_device, plan_order;
+  const auto orders = CLI::IsMember({"default", "greedy", "optimal", "updates-last"});
+  plan->add_option("--order", plan_order, "schedule order: default, greedy, optimal or updates-last (overrides the config; docs/MEMORY.md)")
+      ->check(orders);
   plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
   auto* imp = app.add_subcommand("import", "convert an ONNX model into a graph config, and its weights into safetensors (docs/FORMATS.md)");
   std::string import_model, import_out, import_weights;
@@ -271,6 +293,7 @@ int main(int argc, char** argv) {
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
+  train->add_option("--order", topt.order, "schedule order: default, greedy or optimal (overrides the config)")->check(orders);
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
@@ -289,12 +312,14 @@ int main(int argc, char** argv) {
   grad->add_option("--batch", gopt.batch, "batch (safetensors with 'data' and 'labels')")->required()->check(CLI::ExistingFile);
   grad->add_option("--out", gopt.out, "output file (safetensors: 'loss', 'grad/<param>')")->required();
   grad->add_option("--memory", gopt.memory, "memory mode, overrides the config");
+  grad->add_option("--order", gopt.order, "schedule order, overrides the config")->check(orders);
   grad->add_option("--device", gopt.device, "cpu, cuda or cuda:N (overrides the config)");
   grad->add_flag("--force", gopt.force, "skip the pre-flight check that the planned step fits the device's memory");
   auto* bench = app.add_subcommand("bench", "time training steps of a config (synthetic batches of its shapes)");
   mnemo::BenchOptions bopt;
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   bench->add_option("--memory", bopt.memory, "memory mode, overrides the config");
+  bench->add_option("--order", bopt.order, "schedule order, overrides the config")->check(orders);
   bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -335,7 +360,7 @@ int main(int argc, char** argv) {
         if (!m.empty()) copt.modes.push_back(m);
       rc = mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch);
+    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch, plan_order);
     if (app.got_subcommand("import")) rc = run_import(import_model, import_out, import_weights, import_batch, import_steps);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

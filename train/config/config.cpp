@@ -432,6 +432,7 @@ Config parse_config(const std::string& text, const std::string& name) {
                    : std::string("a memory mode: none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH, optimal or budget=SIZE"),
                "'" + c.memory + "'");
     }
+    c.order = top.get_string("order", "default", {"default", "greedy", "optimal", "updates-last"});
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");

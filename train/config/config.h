@@ -70,6 +70,7 @@ struct Config {
   ScheduleConfig schedule;
   RunConfig run;
   std::string memory = "share";
+  std::string order = "default";  // the schedule order (memory/order.h): default, greedy or optimal
   std::string device = "cpu";
   CheckpointConfig checkpoint;
 };

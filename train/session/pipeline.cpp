@@ -17,8 +17,9 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch) {
 MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device,
                            bool with_update) {
   const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
-  return plan_mirror(p.model.builder.graph(), p.model.loss, parse_memory_mode(mode), p.mirror_overrides,
-                     with_update ? &sgd : nullptr, device);
+  MemoryMode m = parse_memory_mode(mode);
+  m.order = parse_schedule_order(c.order);
+  return plan_mirror(p.model.builder.graph(), p.model.loss, m, p.mirror_overrides, with_update ? &sgd : nullptr, device);
 }
 
 }  // namespace mnemo

@@ -361,6 +361,7 @@ DataShape data_shape_of(const Config& c, const DataSource& src) {
 int run_train(const TrainOptions& opt) {
   Config c = load_config(opt.config);
   if (!opt.memory.empty()) c.memory = opt.memory;
+  if (!opt.order.empty()) c.order = opt.order;
   if (!opt.device.empty()) c.device = opt.device;
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
@@ -393,6 +394,7 @@ int run_grad(const GradOptions& opt) {
   Pipeline p = build_pipeline(c, ds, n);
   const Graph& fwd = p.model.builder.graph();
   if (!opt.memory.empty()) c.memory = opt.memory;
+  if (!opt.order.empty()) c.order = opt.order;
   std::unique_ptr<Device> device = open_run_device(c, opt.device);
   MirrorResult planned = plan_step(c, p, *device, false, opt.force, batch_bytes(p, 1));
   ParamStore params(fwd, p.model.builder.params(), c.run.seed);
@@ -424,6 +426,7 @@ int run_grad(const GradOptions& opt) {
 int run_bench(const BenchOptions& opt) {
   Config c = load_config(opt.config);
   if (!opt.memory.empty()) c.memory = opt.memory;
+  if (!opt.order.empty()) c.order = opt.order;
   if (opt.batch) c.data.batch = opt.batch;
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);

@@ -15,6 +15,7 @@ namespace mnemo {
 struct TrainOptions {
   std::string config;
   std::string memory;      // overrides the config's memory mode ("" = keep)
+  std::string order;       // overrides the config's schedule order ("" = keep)
   int64_t steps = 0;       // overrides train.steps / epochs (0 = keep)
   std::string resume;      // checkpoint to continue from
   std::string device;      // overrides the config's device
@@ -36,6 +37,7 @@ int run_train(const TrainOptions& opt);  // returns a process exit code; throws 
 struct GradOptions {
   std::string config, weights, batch, out;
   std::string memory;  // "" = the config's
+  std::string order;   // "" = the config's
   std::string device;  // "" = the config's
   bool force = false;  // skip the pre-flight memory check
 };
@@ -48,6 +50,7 @@ namespace mnemo {
 struct BenchOptions {
   std::string config;
   std::string memory;   // "" = the config's
+  std::string order;    // "" = the config's
   int steps = 10, warmup = 2;
   int64_t batch = 0;    // 0 = the config's
   bool json = false;

@@ -1,0 +1,61 @@
+// The programmes of memory/milp.h, handed to CBC through its C interface.
+#include "memory/milp.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace mnemo {
+
+Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap, const std::vector<double>* mip_start) {
+  const int cols = static_cast<int>(lp.lo.size()), rows = static_cast<int>(lp.rows.size());
+  // Column-major (CBC's loadProblem).
+  std::vector<int> count(cols, 0);
+  for (const Lp::Row& r : lp.rows)
+    for (const auto& [c, v] : r.terms) ++count[c];
+  std::vector<CoinBigIndex> start(cols + 1, 0);
+  for (int c = 0; c < cols; ++c) start[c + 1] = start[c] + count[c];
+  std::vector<int> index(start[cols]);
+  std::vector<double> value(start[cols]);
+  std::vector<CoinBigIndex> at(start.begin(), start.end() - 1);
+  std::vector<double> rlo(rows), rhi(rows);
+  for (int i = 0; i < rows; ++i) {
+    for (const auto& [c, v] : lp.rows[i].terms) index[at[c]] = i, value[at[c]++] = v;
+    rlo[i] = std::isfinite(lp.rows[i].lo) ? lp.rows[i].lo : -std::numeric_limits<double>::max();
+    rhi[i] = std::isfinite(lp.rows[i].hi) ? lp.rows[i].hi : std::numeric_limits<double>::max();
+  }
+  Cbc_Model* m = Cbc_newModel();
+  Cbc_loadProblem(m, cols, rows, start.data(), index.data(), value.data(), lp.lo.data(), lp.hi.data(), lp.obj.data(), rlo.data(),
+                  rhi.data());
+  bool mip = false;
+  for (int c = 0; c < cols; ++c)
+    if (lp.integer[c]) Cbc_setInteger(m, c), mip = true;
+  Cbc_setLogLevel(m, 0);
+  Cbc_setMaximumSeconds(m, std::max(0.05, seconds));
+  if (cutoff < kInf) Cbc_setCutoff(m, cutoff);
+  Cbc_setAllowableFractionGap(m, relative_gap);
+  std::vector<int> all;
+  if (mip_start) {
+    all.resize(cols);
+    for (int c = 0; c < cols; ++c) all[c] = c;
+    Cbc_setMIPStartI(m, cols, all.data(), mip_start->data());
+  }
+  Cbc_solve(m);
+  Solved s;
+  s.optimal = Cbc_isProvenOptimal(m);
+  s.infeasible = Cbc_isProvenInfeasible(m);
+  s.time_limit = Cbc_isSecondsLimitReached(m);
+  const double* x = Cbc_bestSolution(m);
+  if (x && !s.infeasible) {
+    s.solution = true;
+    s.x.assign(x, x + cols);
+    for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
+  }
+  // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum.
+  s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.optimal ? s.objective : 0;
+  Cbc_deleteModel(m);
+  return s;
+}
+
+}  // namespace mnemo

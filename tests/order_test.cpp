@@ -1,0 +1,102 @@
+// The schedule order pass (memory/order.h): on small random nets, every topological order that
+// keeps the dependencies is enumerated and its exact live-bytes peak computed; `optimal`'s
+// programme must reach the least (without in-place, where its model is exact) and its bound
+// must never exceed it; `greedy` is never above the default. (Bitwise-equal results of every
+// order: tests/mirror_planner_test.cpp.)
+#include <functional>
+#include <random>
+
+#include "autograd/update.h"
+#include "memory/liveness.h"
+#include "memory/order.h"
+#include "test_util.h"
+
+namespace mnemo::test {
+namespace {
+
+int64_t peak(TrainingGraph tg, std::vector<PreparedKernel> k, const std::vector<int>& order, bool inplace) {
+  apply_order(tg, k, order);
+  return max_live_bytes(analyze_liveness(tg.graph, inplace, k), true);
+}
+
+// Every order of the nodes after the forward pass that keeps `preds` (at most `cap`; false when
+// there are more).
+bool every_order(int F, const std::vector<std::vector<int>>& preds, size_t cap, std::vector<std::vector<int>>& out) {
+  const int n = static_cast<int>(preds.size());
+  std::vector<int> order(F), waiting(n, 0);
+  for (int v = 0; v < F; ++v) order[v] = v;
+  std::vector<std::vector<int>> succ(n);
+  for (int v = F; v < n; ++v)
+    for (int u : preds[v]) succ[u].push_back(v), ++waiting[v];
+  std::vector<char> used(n, 0);
+  std::function<bool()> rec = [&]() {
+    if (static_cast<int>(order.size()) == n) {
+      out.push_back(order);
+      return out.size() <= cap;
+    }
+    for (int v = F; v < n; ++v) {
+      if (used[v] || waiting[v]) continue;
+      used[v] = 1, order.push_back(v);
+      for (int s : succ[v]) --waiting[s];
+      const bool ok = rec();
+      for (int s : succ[v]) ++waiting[s];
+      used[v] = 0, order.pop_back();
+      if (!ok) return false;
+    }
+    return true;
+  };
+  return rec();
+}
+
+TEST(Order, OptimalMatchesEveryOrderOfSmallNets) {
+  std::mt19937 rng(11);
+  int nets = 0, improved = 0;
+  for (int trial = 0; trial < 60 && nets < 12; ++trial) {
+    EntryRef loss;
+    const Graph g = random_net(rng, 3 + static_cast<int>(rng() % 4), &loss);
+    const bool update = trial % 2;  // with the optimiser update (its in-place dependencies) or not
+    TrainingGraph tg = build_training_graph(g, loss, MirrorPlan(g.size(), 0));
+    if (update) add_sgd_updates(tg, {0.9, 0.0});
+    const std::vector<PreparedKernel> kernels = prepare_kernels(tg.graph);
+    std::vector<std::vector<int>> orders;
+    if (!every_order(tg.num_forward, schedule_dependencies(tg), 20000, orders)) continue;
+    ++nets;
+    for (bool inplace : {false, true}) {
+      int64_t least = INT64_MAX;
+      for (const std::vector<int>& o : orders) least = std::min(least, peak(tg, kernels, o, inplace));
+      std::vector<int> identity(tg.graph.size());
+      for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int>(i);
+      const int64_t def = peak(tg, kernels, identity, inplace);
+      for (ScheduleOrder which : {ScheduleOrder::greedy, ScheduleOrder::optimal}) {
+        TrainingGraph t = tg;
+        std::vector<PreparedKernel> k = kernels;
+        const OrderReport r = reorder_step(t, k, which, inplace, 30);
+        const std::string what = "trial " + std::to_string(trial) + " " + schedule_order_name(which) + (inplace ? " in-place" : "") +
+                                 " (" + std::to_string(orders.size()) + " orders)";
+        // The report is the exact peak of the graph it leaves, and never above the default.
+        EXPECT_EQ(r.peak, max_live_bytes(analyze_liveness(t.graph, inplace, k), true)) << what;
+        EXPECT_EQ(r.default_peak, def) << what;
+        EXPECT_LE(r.peak, def) << what;
+        EXPECT_GE(r.peak, least) << what;
+        ASSERT_GE(r.bound, 0) << what;
+        EXPECT_LE(r.bound, least) << what << ": the bound is above an order's peak";
+        if (which == ScheduleOrder::optimal && !inplace) {
+          EXPECT_EQ(r.peak, least) << what << ": " << r.status;
+          EXPECT_EQ(r.bound, least) << what << ": " << r.status;
+        }
+        if (r.peak < def) ++improved;
+      }
+    }
+  }
+  EXPECT_GE(nets, 8);
+  EXPECT_GT(improved, 0) << "no net where an order beat the default: the test shows nothing";
+}
+
+TEST(Order, NamesParse) {
+  EXPECT_EQ(parse_schedule_order("greedy"), ScheduleOrder::greedy);
+  EXPECT_EQ(parse_schedule_order("updates-last"), ScheduleOrder::updates_last);
+  EXPECT_THROW(parse_schedule_order("fastest"), Error);
+}
+
+}  // namespace
+}  // namespace mnemo::test
