@@ -7,8 +7,9 @@
 
 namespace mnemo {
 
-Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels) {
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels, std::span<const int> order) {
   MNEMO_ASSERT(kernels.size() == g.size()) << "liveness: " << kernels.size() << " prepared kernels for " << g.size() << " nodes";
+  MNEMO_ASSERT(order.empty() || order.size() == g.size()) << "liveness: an order of " << order.size() << " nodes for " << g.size();
   const int n = static_cast<int>(g.size());
   Liveness l;
   l.entry_buffer.resize(n);
@@ -30,7 +31,8 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
     return static_cast<int>(l.buffers.size()) - 1;
   };
 
-  for (int v = 0; v < n; ++v) {
+  for (int step = 0; step < n; ++step) {
+    const int v = order.empty() ? step : order[step];
     const Node& node = g.node(v);
     l.entry_buffer[v].assign(node.outputs.size(), -1);
     if (node.is(OpKind::input) || node.is(OpKind::param)) continue;
@@ -41,7 +43,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
       if (b >= 0) {
         // The view's own readers keep the buffer alive; the view node itself reads nothing at run time.
         refs[b] += entry_reads[v][0] - 1;
-        l.buffers[b].end = std::max(l.buffers[b].end, v);
+        l.buffers[b].end = std::max(l.buffers[b].end, step);
         for (const EntryRef& e : keep)
           if (e.node == v) pinned[b] = true;
       }
@@ -71,23 +73,23 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
           break;
         }
       }
-      if (b < 0) b = new_buffer(static_cast<int64_t>(node.outputs[j].bytes()), v, false);
+      if (b < 0) b = new_buffer(static_cast<int64_t>(node.outputs[j].bytes()), step, false);
       taken.push_back(b);
       l.entry_buffer[v][j] = b;
     }
-    if (const int64_t ws = static_cast<int64_t>(kernels[v].workspace)) l.workspace_buffer[v] = new_buffer(ws, v, true);
+    if (const int64_t ws = static_cast<int64_t>(kernels[v].workspace)) l.workspace_buffer[v] = new_buffer(ws, step, true);
     // This node's reads are done; then its outputs' readers become pending.
     for (const EntryRef& e : node.inputs) {
       const int b = l.entry_buffer[e.node][e.index];
       if (b < 0) continue;
       --refs[b];
-      l.buffers[b].end = std::max(l.buffers[b].end, v);
+      l.buffers[b].end = std::max(l.buffers[b].end, step);
     }
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       const int b = l.entry_buffer[v][j];
       if (b < 0) continue;
       refs[b] += entry_reads[v][j];
-      l.buffers[b].end = std::max(l.buffers[b].end, v);
+      l.buffers[b].end = std::max(l.buffers[b].end, step);
     }
     for (const EntryRef& e : keep)
       if (e.node == v) {
@@ -104,7 +106,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
   return l;
 }
 
-int64_t max_live_bytes(const Liveness& l, bool include_workspace) {
+int64_t max_live_bytes(const Liveness& l, bool include_workspace, int first_steps) {
   if (l.buffers.empty()) return 0;
   int steps = 0;
   for (const Buffer& b : l.buffers) steps = std::max(steps, b.end + 1);
@@ -115,6 +117,7 @@ int64_t max_live_bytes(const Liveness& l, bool include_workspace) {
     delta[b.end + 1] -= align_up(b.bytes);
   }
   int64_t live = 0, peak = 0;
+  if (first_steps >= 0) steps = std::min(steps, first_steps);
   for (int s = 0; s < steps; ++s) peak = std::max(peak, live += delta[s]);
   return peak;
 }

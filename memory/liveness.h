@@ -28,11 +28,15 @@ struct Liveness {
 };
 
 // `kernels`: every node's prepared kernel for the plan's device (core/memory_plan.h,
-// prepare_kernels); their workspace bytes are the nodes' workspace buffers.
-Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels);
+// prepare_kernels); their workspace bytes are the nodes' workspace buffers. `order` (non-empty):
+// the schedule is that order of the graph's nodes (step s runs node order[s]; it must keep every
+// input before its readers) instead of the node order, so a reordering can be judged without
+// rebuilding the graph; buffers' steps are then positions in `order`.
+Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels,
+                          std::span<const int> order = {});
 
 // max over steps of the sum of (256-aligned) bytes of the live buffers: a lower bound for any
-// arena that holds them.
-int64_t max_live_bytes(const Liveness& l, bool include_workspace);
+// arena that holds them. `first_steps` >= 0: over the first `first_steps` steps only.
+int64_t max_live_bytes(const Liveness& l, bool include_workspace, int first_steps = -1);
 
 }  // namespace mnemo

@@ -281,14 +281,17 @@ MirrorPlan PlanContext::apply(MirrorPlan m) const {
 }
 
 MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above) const {
+  return evaluate_in(m, mode.order == ScheduleOrder::optimal ? ScheduleOrder::greedy : mode.order, prune_above);
+}
+
+MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above) const {
   MirrorResult r;
   r.mirror = m;
   r.training = build_training_graph(fwd, loss, m);
   if (sgd) add_sgd_updates(r.training, *sgd);
   std::vector<PreparedKernel> kernels;
-  if (mode.order != ScheduleOrder::default_order) {
+  if (order != ScheduleOrder::default_order) {
     kernels = prepare_kernels(r.training.graph, device);
-    const ScheduleOrder order = mode.order == ScheduleOrder::optimal ? ScheduleOrder::greedy : mode.order;
     r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
   }
   r.planned = plan_training_step(r.training, mode.alloc, device, prune_above, std::move(kernels));
@@ -297,12 +300,7 @@ MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above) con
 
 void PlanContext::finish_order(MirrorResult& best) const {
   if (mode.order != ScheduleOrder::optimal) return;
-  MirrorResult r;
-  r.training = build_training_graph(fwd, loss, best.mirror);
-  if (sgd) add_sgd_updates(r.training, *sgd);
-  std::vector<PreparedKernel> kernels = prepare_kernels(r.training.graph, device);
-  r.order = reorder_step(r.training, kernels, mode.order, mode.alloc != AllocMode::none, mode.order_seconds);
-  r.planned = plan_training_step(r.training, mode.alloc, device, -1, std::move(kernels));
+  MirrorResult r = evaluate_in(best.mirror, ScheduleOrder::optimal);
   if (r.planned.report.total_bytes > best.planned.report.total_bytes) {
     best.order.status += "; the programme's order packed larger: greedy's kept";
     return;

@@ -45,10 +45,10 @@ struct MemoryMode {
   // the total of `share`'s plan (> 0)
   int64_t budget_bytes = 0;
   double budget_ratio = 0;
-  // budget: the solver. fast: the family; exact: also the mixed-integer programme of
-  // memory/budget_exact.h for up to `budget_seconds`, its plans checked exactly (its answer is
-  // never worse than fast's, but with a time limit it is not monotone in SIZE, and its bound is
-  // not yet proven: see docs/MEMORY.md).
+  // budget: the solver. fast: the family (with the programme's LP relaxation as its bound);
+  // exact: also the mixed-integer programme of memory/budget_exact.h for up to `budget_seconds`,
+  // its plans checked exactly (its answer is never worse than fast's, but with a time limit it is
+  // not monotone in SIZE: see docs/MEMORY.md).
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.

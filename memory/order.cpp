@@ -25,6 +25,8 @@ constexpr double kUnitsPerPeak = 4096;
 constexpr double kOrderGap = 1e-4;
 
 bool in_place_update(const Node& n) { return !n.op->updates.empty(); }
+// Inputs and params: bound from outside, no planned memory.
+bool is_leaf(const Node& n) { return n.is(OpKind::input) || n.is(OpKind::param); }
 
 // The memory of the step as liveness sees it: one item per planned (owning) compute output.
 struct Items {
@@ -79,13 +81,6 @@ Items items_of(const Graph& g) {
   return it;
 }
 
-int64_t peak_of(const TrainingGraph& tg, const std::vector<PreparedKernel>& kernels, const std::vector<int>& order, bool inplace) {
-  TrainingGraph copy = tg;
-  std::vector<PreparedKernel> k = kernels;
-  apply_order(copy, k, order);
-  return max_live_bytes(analyze_liveness(copy.graph, inplace, k), true);
-}
-
 std::vector<std::vector<int>> successors(const std::vector<std::vector<int>>& preds) {
   std::vector<std::vector<int>> succ(preds.size());
   for (size_t v = 0; v < preds.size(); ++v)
@@ -134,7 +129,7 @@ struct LeastAdded {
         if (r >= F) ++left[i];
   }
   int64_t operator()(int v) const {
-    if (g.node(v).is(OpKind::input) || g.node(v).is(OpKind::param)) return std::numeric_limits<int64_t>::min();
+    if (is_leaf(g.node(v))) return std::numeric_limits<int64_t>::min();
     int64_t added = 0;
     for (int i : it.made[v])
       if (it.pinned[i] || !it.readers[i].empty()) added += it.bytes[i];
@@ -185,11 +180,10 @@ Programme build_programme(const TrainingGraph& tg, const std::vector<PreparedKer
   // (Only when they come first already, as the optimiser pass adds them: dependencies keep
   // pointing to smaller ids.)
   std::vector<std::vector<int>> deps = preds;
-  auto leaf = [&](int v) { return g.node(v).is(OpKind::input) || g.node(v).is(OpKind::param); };
   int leaves = F;
-  while (leaves < n && leaf(leaves)) ++leaves;
+  while (leaves < n && is_leaf(g.node(leaves))) ++leaves;
   bool leaves_first = leaves > F;
-  for (int v = leaves; v < n; ++v) leaves_first &= !leaf(v);
+  for (int v = leaves; v < n; ++v) leaves_first &= !is_leaf(g.node(v));
   if (leaves_first)
     for (int v = F + 1; v < n; ++v) deps[v].push_back(std::min(v, leaves) - 1);
   const std::vector<std::vector<int>> succ = successors(deps);
@@ -320,6 +314,17 @@ std::vector<double> programme_values(const Programme& pr, const std::vector<int>
   return x;  // (the live and peak columns: CBC completes them)
 }
 
+// The order of a solution `x` (the forward nodes, then the node run at each step).
+std::vector<int> programme_order(const Programme& pr, const std::vector<double>& x) {
+  std::vector<int> order(pr.F + pr.T, -1);
+  std::iota(order.begin(), order.begin() + pr.F, 0);
+  for (int r = 0; r < pr.T; ++r)
+    for (const auto& [t, c] : pr.x[r])
+      if (x[c] > 0.5) order[pr.F + t] = pr.F + r;
+  MNEMO_ASSERT(std::none_of(order.begin(), order.end(), [](int v) { return v < 0; })) << "order: a programme solution leaves a step empty";
+  return order;
+}
+
 }  // namespace
 
 ScheduleOrder parse_schedule_order(const std::string& name) {
@@ -350,16 +355,16 @@ std::vector<std::vector<int>> schedule_dependencies(const TrainingGraph& tg) {
   for (int v = F; v < n; ++v)
     for (const EntryRef& e : g.node(v).inputs) add(v, e.node);
   // Memory updated in place: its readers and updaters keep their order around each update.
-  std::map<EntryRef, std::vector<int>> touch;  // owning entry -> the nodes reading it, ascending
-  std::map<EntryRef, std::vector<int>> updaters;
-  for (int v = 0; v < n; ++v) {
-    const Node& node = g.node(v);
-    for (const EntryRef& e : node.inputs) {
-      std::vector<int>& list = touch[owning_entry(g, e)];
-      if (list.empty() || list.back() != v) list.push_back(v);
-    }
-    for (const InplaceOption& u : node.op->updates) updaters[owning_entry(g, node.inputs[u.input])].push_back(v);
-  }
+  std::map<EntryRef, std::vector<int>> updaters;  // owning entry -> the nodes updating it, ascending
+  for (int v = 0; v < n; ++v)
+    for (const InplaceOption& u : g.node(v).op->updates) updaters[owning_entry(g, g.node(v).inputs[u.input])].push_back(v);
+  std::map<EntryRef, std::vector<int>> touch;     // ... -> the nodes reading it, ascending
+  for (int v = 0; v < n && !updaters.empty(); ++v)
+    for (const EntryRef& e : g.node(v).inputs)
+      if (const auto m = updaters.find(owning_entry(g, e)); m != updaters.end()) {
+        std::vector<int>& list = touch[m->first];
+        if (list.empty() || list.back() != v) list.push_back(v);
+      }
   for (const auto& [mem, ups] : updaters) {
     const std::vector<int>& nodes = touch[mem];
     for (int v : nodes) {
@@ -411,35 +416,27 @@ OrderReport reorder_step(TrainingGraph& tg, std::vector<PreparedKernel>& kernels
   rep.region = n - F;
   std::vector<int> identity(n);
   std::iota(identity.begin(), identity.end(), 0);
-  // The default order's liveness: its peak, and the peak over the forward steps (the same in
-  // every order: the forward nodes do not move, and what they make is live until read).
+  // The default order's liveness: its peak (and, below, its forward steps' peak).
   const Liveness base = analyze_liveness(tg.graph, allow_inplace, kernels);
   rep.default_peak = rep.peak = max_live_bytes(base, true);
   if (order == ScheduleOrder::default_order || rep.region == 0) return rep;
   const std::vector<std::vector<int>> preds = schedule_dependencies(tg);
-  const Items it = items_of(tg.graph);
   std::vector<int> chosen = identity;
-  auto consider = [&](const std::vector<int>& o, const char* name, bool always) {
-    const int64_t p = peak_of(tg, kernels, o, allow_inplace);
-    if (always || p < rep.peak) rep.peak = p, rep.chosen = name, chosen = o;
+  // A candidate is judged by the exact liveness of its order (no graph is rebuilt for it).
+  auto consider = [&](std::vector<int> o, const char* name, bool always) {
+    if (o == chosen) return;
+    const int64_t p = max_live_bytes(analyze_liveness(tg.graph, allow_inplace, kernels, o), true);
+    if (always || p < rep.peak) rep.peak = p, rep.chosen = name, chosen = std::move(o);
   };
   if (order == ScheduleOrder::updates_last) {
     consider(list_schedule(F, preds, UpdatesLast{tg.graph}), "updates-last", true);
   } else {
-    // The peak over the forward steps bounds every order's.
-    int64_t forward_peak = 0;
-    {
-      std::vector<int64_t> delta(n + 1, 0);
-      for (const Buffer& b : base.buffers) {
-        if (b.start >= F) continue;
-        delta[b.start] += align_up(b.bytes);
-        delta[std::min(b.end, F - 1) + 1] -= align_up(b.bytes);
-      }
-      int64_t live = 0;
-      for (int s = 0; s < F; ++s) forward_peak = std::max(forward_peak, live += delta[s]);
-    }
+    // The peak over the forward steps bounds every order's (the forward nodes do not move, and
+    // what they make is live until read).
+    const int64_t forward_peak = max_live_bytes(base, true, F);
     rep.bound = forward_peak;
     rep.status = "bound: the forward pass's peak";
+    const Items it = items_of(tg.graph);
     if (rep.peak > forward_peak) consider(list_schedule(F, preds, LeastAdded(tg.graph, it, F)), "greedy", false);
     if (rep.peak <= forward_peak) {
       rep.status = "optimal: the peak is the forward pass's";
@@ -457,22 +454,12 @@ OrderReport reorder_step(TrainingGraph& tg, std::vector<PreparedKernel>& kernels
         const double bound_bytes = std::max(s.bound * pr.unit, static_cast<double>(forward_peak));
         const double a = static_cast<double>(kArenaAlignment);
         rep.bound = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(bound_bytes / a - 1e-3)) * kArenaAlignment);
-        if (s.solution) {
-          std::vector<int> o(identity.begin(), identity.begin() + F), pos(pr.T, -1);
-          for (int r = 0; r < pr.T; ++r)
-            for (const auto& [t, c] : pr.x[r])
-              if (s.x[c] > 0.5) pos[t] = F + r;
-          if (std::all_of(pos.begin(), pos.end(), [](int v) { return v >= 0; })) {
-            o.insert(o.end(), pos.begin(), pos.end());
-            consider(o, "optimal", false);
-          }
-        }
+        if (s.solution) consider(programme_order(pr, s.x), "optimal", false);
       }
     }
   }
   for (int k = 0; k < n; ++k) rep.moved += chosen[k] != k;
   if (rep.moved) apply_order(tg, kernels, chosen);
-  else rep.chosen = "default";
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

@@ -91,8 +91,9 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
   MemoryPlan plan;
   plan.kernels = kernels.empty() ? prepare_kernels(g, device) : std::move(kernels);
   Liveness l = analyze_liveness(g, mode != AllocMode::none, plan.kernels);
+  const int64_t live = max_live_bytes(l, true);  // the arena's lower bound
   if (stats && prune_above >= 0) {
-    stats->max_live_bytes = max_live_bytes(l, true);
+    stats->max_live_bytes = live;
     if (stats->max_live_bytes > prune_above) {
       stats->pruned = true;
       stats->buffers = static_cast<int>(l.buffers.size());
@@ -129,10 +130,9 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     // 27% to under 1% (docs/MEMORY.md "Layout of the arena").
     // A packing at the live-bytes bound is optimal: then the others are not tried; and each stops
     // as soon as it is no smaller than the best so far.
-    const int64_t bound = max_live_bytes(l, true);
     if (stats) stats->class_pass_bytes = top[2];
     for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
-      if (top[2] <= bound) break;
+      if (top[2] <= live) break;
       std::vector<int64_t> joint(l.buffers.size(), -1);
       const int64_t size = pack_intervals(l.buffers, joint, by, top[2] - 1);
       if (size < top[2]) top[2] = size, offsets = std::move(joint), joint_packing = true;
@@ -163,7 +163,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     stats->workspace_bytes = std::max<int64_t>(0, top[2] - top[1]);
     stats->joint_packing = joint_packing;
     stats->arena_bytes = arena;
-    stats->max_live_bytes = max_live_bytes(l, true);
+    stats->max_live_bytes = live;
     Liveness grads_only;  // the gradient buffers alone (copying all of `l` would copy every node's slots)
     for (size_t b = 0; b < l.buffers.size(); ++b)
       if (cls[b] == 1) grads_only.buffers.push_back(l.buffers[b]);

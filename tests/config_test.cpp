@@ -76,6 +76,7 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model: [1, 2]\n", "t.yaml:1:8", "model: expected a mapping"},
       {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a number >= 0"},
       {"model:\n  type: resnet\n  depth: 20\nmemory: shared\n", "t.yaml:4:9", "memory: expected a memory mode: none, inplace, share, drop-bn-relu"},
+      {"model:\n  type: resnet\n  depth: 20\norder: fastest\n", "t.yaml:4:8", "order: expected one of default, greedy, optimal, updates-last"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
       {"model:\n  type: resnet\n  depth: 20\n  blocks: [1, 2]\n", "t.yaml:", "cifar ResNet takes depth"},
       {"model:\n  type: resnet\n  depth: 20\n  x: [1, 2\n", "t.yaml:", "invalid YAML"},

@@ -5,6 +5,7 @@
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
 #include <random>
 
+#include "memory/liveness.h"
 #include "memory/mirror_planner.h"
 #include "test_util.h"
 #include "train/session/param_store.h"
@@ -147,6 +148,30 @@ TEST_P(EveryMode, EveryOrderBitwiseIdentical) {
       }
     }
   }
+}
+
+// Where OLLA's programme is too large (ResNet-56's sublinear step), `order: optimal` says so and
+// reports the forward pass's peak as its bound; `budget` under another order reports only the
+// knapsack bound (its programme models the default order) and still fits.
+TEST(MirrorPlanner, OrdersReportTheirBoundAndComposeWithBudget) {
+  Config c = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
+  c.data.batch = 4;
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  c.order = "optimal";
+  const MirrorResult mr = plan_pipeline(c, p, "sublinear", nullptr, true);
+  EXPECT_NE(mr.order.status.find("too large"), std::string::npos) << mr.order.status;
+  TrainingGraph tg = build_training_graph(p.model.builder.graph(), p.model.loss, mr.mirror);
+  add_sgd_updates(tg, {c.optimizer.momentum, c.optimizer.weight_decay});
+  const Liveness l = analyze_liveness(tg.graph, true, prepare_kernels(tg.graph));
+  EXPECT_EQ(mr.order.bound, max_live_bytes(l, true, tg.num_forward));
+  EXPECT_EQ(mr.order.default_peak, max_live_bytes(l, true));
+  EXPECT_LE(mr.order.bound, mr.order.peak);
+  c.order = "greedy";
+  const MirrorResult b = plan_pipeline(c, p, "budget=0.5x", nullptr, true);
+  EXPECT_NE(b.solver_status.find("knapsack bound"), std::string::npos) << b.solver_status;
+  EXPECT_FALSE(b.bound_over_01);
+  EXPECT_LE(b.planned.report.total_bytes, b.budget_bytes);
+  EXPECT_LE(b.lower_bound_flops, b.planned.report.recompute_flops);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
