@@ -462,6 +462,10 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     }
   }
   ctx.finish_order(best);
+  if (mode.alloc == AllocMode::share && mode.placement_seconds > 0 && best.planned.report.arena_bytes > best.planned.report.max_live_bytes) {
+    // The plan chosen, placed exactly (its candidates were compared by their best-fit packings).
+    best.planned = plan_training_step(best.training, mode.alloc, device, -1, std::move(best.planned.plan.kernels), mode.placement_seconds);
+  }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;
   best.planned.report.planning_seconds = best.planning_seconds;

@@ -54,6 +54,9 @@ struct MemoryMode {
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
   ScheduleOrder order = ScheduleOrder::default_order;
   double order_seconds = 10;
+  // share: the exact placement of the plan chosen (memory/placement.h) for up to this long; <= 0:
+  // best fit only.
+  double placement_seconds = 5;
 };
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <numeric>
 
+#include "memory/placement.h"
+
 namespace mnemo {
 
 AllocMode parse_alloc_mode(const std::string& name) {
@@ -86,7 +88,7 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
-                       const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels) {
+                       const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels, double exact_seconds) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   plan.kernels = kernels.empty() ? prepare_kernels(g, device) : std::move(kernels);
@@ -137,6 +139,12 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
       const int64_t size = pack_intervals(l.buffers, joint, by, top[2] - 1);
       if (size < top[2]) top[2] = size, offsets = std::move(joint), joint_packing = true;
     }
+    if (stats) stats->arena_bound_bytes = std::min(live, top[2]), stats->placement = top[2] <= live ? "at the live-bytes bound" : "best fit";
+    if (exact_seconds >= 0 && top[2] > live) {
+      const PlacementReport pr = place_exactly(l.buffers, offsets, live, exact_seconds);
+      if (pr.arena_bytes < top[2]) top[2] = pr.arena_bytes, joint_packing = true;
+      if (stats) stats->arena_bound_bytes = pr.bound_bytes, stats->placement = pr.status, stats->placement_seconds = pr.seconds;
+    }
   } else {
     int64_t at = 0;
     for (int c = 0; c < 3; ++c) {
@@ -144,6 +152,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
         if (cls[b] == c) offsets[b] = at, at += align_up(l.buffers[b].bytes);
       top[c] = at;
     }
+    if (stats) stats->arena_bound_bytes = top[2], stats->placement = "no sharing in this mode";
   }
   const int64_t arena = top[2];
   plan.mode = alloc_mode_name(mode);

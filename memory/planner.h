@@ -29,6 +29,11 @@ struct PlanStats {
   bool pruned = false;            // max_live_bytes exceeded `prune_above`: no offsets were assigned
   bool joint_packing = false;     // share: all classes packed at once gave the smaller arena
   int64_t class_pass_bytes = 0;   // share: the arena of the class passes alone (>= arena_bytes)
+  // share: the least arena any packing of these buffers can have, proven (max_live_bytes, or the
+  // exact placement's bound: memory/placement.h), what the placement reached and its time
+  int64_t arena_bound_bytes = 0;
+  std::string placement;
+  double placement_seconds = 0;
 };
 
 // Packing order: the feature maps first (so feature_map_bytes is the activation quantity of the
@@ -41,9 +46,11 @@ struct PlanStats {
 // it, stop before packing (stats->pruned; the plan has no offsets). Searches use it to skip
 // candidates that cannot beat the best arena found.
 // `kernels`: the nodes' kernels already prepared on `device` (empty: prepared here).
+// `exact_seconds` >= 0 (share): when the best packing is above the live-bytes bound, the exact
+// placement of memory/placement.h for up to that long.
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
-                       int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {});
+                       int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1);
 
 // The order in which pack_intervals places items: largest first, longest lived first, or largest
 // bytes x steps first.

@@ -7,7 +7,7 @@
 namespace mnemo {
 
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above,
-                               std::vector<PreparedKernel> kernels) {
+                               std::vector<PreparedKernel> kernels, double exact_seconds) {
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
   // the step's status word (the int32 entries its updates read and write), so feature_map_bytes
@@ -24,7 +24,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   }
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads, device, prune_above, std::move(kernels));
+  out.plan = plan_memory(g, mode, &st, grads, device, prune_above, std::move(kernels), exact_seconds);
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());
@@ -54,6 +54,9 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   r.arena_bytes = st.arena_bytes;
   r.max_live_bytes = st.max_live_bytes;
   r.fragmentation = st.fragmentation;
+  r.arena_bound_bytes = st.arena_bound_bytes;
+  r.placement = st.placement;
+  r.placement_seconds = st.placement_seconds;
   r.buffers = st.buffers;
   r.inplace = st.inplace;
   r.total_bytes = r.arena_bytes + r.param_bytes + r.optimizer_bytes + r.input_bytes;
@@ -72,6 +75,9 @@ nlohmann::json to_json(const MemoryReport& r) {
           {"max_live_bytes", r.max_live_bytes},
           {"arena_bytes", r.arena_bytes},
           {"fragmentation", r.fragmentation},
+          {"arena_bound_bytes", r.arena_bound_bytes},
+          {"placement", r.placement},
+          {"placement_seconds", r.placement_seconds},
           {"planning_seconds", r.planning_seconds},
           {"nodes", r.nodes},
           {"recompute_nodes", r.recompute_nodes},

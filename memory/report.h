@@ -12,6 +12,9 @@
 //   total_bytes        arena + params + optimizer + inputs: what one training step needs
 //   max_live_bytes     the largest sum of simultaneously live arena buffers (lower bound of the arena)
 //   fragmentation      (arena - max_live) / arena
+//   arena_bound_bytes  no packing of the step's buffers has a smaller arena (proven: max_live, or
+//                      the exact placement's bound, memory/placement.h); `placement` says how far
+//                      the packing got ("at the live-bytes bound", "optimal", "time limit", ...)
 //   recompute_flops    extra forward FLOPs of the mirror plan; overhead = recompute / step FLOPs
 // The JSON form (to_json) is stable: documented in docs/MEMORY.md and read by tools and plots.
 #pragma once
@@ -28,6 +31,9 @@ struct MemoryReport {
   int64_t feature_map_bytes = 0, param_bytes = 0, param_grad_bytes = 0, optimizer_bytes = 0;
   int64_t workspace_bytes = 0, input_bytes = 0, total_bytes = 0, max_live_bytes = 0, arena_bytes = 0;
   double fragmentation = 0;
+  int64_t arena_bound_bytes = 0;
+  std::string placement;
+  double placement_seconds = 0;
   double planning_seconds = 0;
   int64_t nodes = 0, recompute_nodes = 0, buffers = 0, inplace = 0;
   double step_flops = 0, recompute_flops = 0;
@@ -43,9 +49,9 @@ struct PlannedStep {
 // the CPU).
 // `prune_above` >= 0: see plan_memory; a pruned step has report.pruned set, arena_bytes -1 and
 // max_live_bytes (a lower bound of its arena) filled in.
-// `kernels`: see plan_memory.
+// `kernels`, `exact_seconds`: see plan_memory.
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr,
-                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {});
+                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1);
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

@@ -77,6 +77,8 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a number >= 0"},
       {"model:\n  type: resnet\n  depth: 20\nmemory: shared\n", "t.yaml:4:9", "memory: expected a memory mode: none, inplace, share, drop-bn-relu"},
       {"model:\n  type: resnet\n  depth: 20\norder: fastest\n", "t.yaml:4:8", "order: expected one of default, greedy, optimal, updates-last"},
+      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: -1\n", "t.yaml:4:20", "placement_seconds: expected a number >= 0"},
+      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: soon\n", "t.yaml:4:20", "placement_seconds: expected a number"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
       {"model:\n  type: resnet\n  depth: 20\n  blocks: [1, 2]\n", "t.yaml:", "cifar ResNet takes depth"},
       {"model:\n  type: resnet\n  depth: 20\n  x: [1, 2\n", "t.yaml:", "invalid YAML"},

@@ -236,9 +236,11 @@ TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
       fill_ints(labels, 4, fwd.type(m.logits).shape[1]);
       std::vector<Tensor> ref;
       int64_t none_bytes = 0;
-      for (AllocMode mode : {AllocMode::none, AllocMode::inplace, AllocMode::share}) {
+      // (share twice: best fit, then with the exact placement, memory/placement.h)
+      for (int k = 0; k < 4; ++k) {
+        const AllocMode mode = k == 0 ? AllocMode::none : k == 1 ? AllocMode::inplace : AllocMode::share;
         PlanStats st;
-        MemoryPlan plan = plan_memory(tg.graph, mode, &st);
+        MemoryPlan plan = plan_memory(tg.graph, mode, &st, {}, nullptr, -1, {}, k == 3 ? 2.0 : -1.0);
         ASSERT_NO_THROW(validate_plan(tg.graph, plan)) << which << " " << alloc_mode_name(mode);
         ParamStore params(fwd, m.builder.params(), 9);
         Executor ex(tg.graph, plan);
@@ -258,6 +260,8 @@ TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
           EXPECT_TRUE(bitwise_equal(out[k], ref[k])) << "net " << which << " mode " << alloc_mode_name(mode) << " output " << k;
         if (mode == AllocMode::share) {
           EXPECT_LT(st.feature_map_bytes, none_bytes);
+          EXPECT_GE(st.arena_bound_bytes, st.max_live_bytes);
+          EXPECT_LE(st.arena_bound_bytes, st.arena_bytes);
         }
       }
     }

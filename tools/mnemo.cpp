@@ -92,9 +92,10 @@ int run_import(const std::string& model, const std::string& out, std::string wei
 }
 
 int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch,
-             const std::string& order) {
+             const std::string& order, double placement_seconds) {
   mnemo::Config c = config_or_onnx(path, batch);
   if (!order.empty()) c.order = order;
+  if (placement_seconds >= 0) c.placement_seconds = placement_seconds;
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
@@ -173,6 +174,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
                 100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
+    if (r.arena_bytes > r.max_live_bytes)
+      std::printf("    placement: %s; no packing of these buffers is below %s (arena %+.2f%% above it), %.2f s\n", r.placement.c_str(),
+                  mnemo::format_bytes(r.arena_bound_bytes).c_str(),
+                  r.arena_bound_bytes ? 100.0 * static_cast<double>(r.arena_bytes - r.arena_bound_bytes) / static_cast<double>(r.arena_bound_bytes) : 0.0,
+                  r.placement_seconds);
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
                   o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),
@@ -278,6 +284,10 @@ int main(int argc, char** argv) {
   const auto orders = CLI::IsMember({"default", "greedy", "optimal", "updates-last"});
   plan->add_option("--order", plan_order, "schedule order: default, greedy, optimal or updates-last (overrides the config; docs/MEMORY.md)")
       ->check(orders);
+  double plan_placement = -1;
+  plan->add_option("--placement-seconds", plan_placement,
+                   "time limit of the exact placement per plan, 0: best fit only (overrides the config's placement_seconds; docs/MEMORY.md)")
+      ->check(CLI::Range(0.0, 86400.0));
   plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
   auto* imp = app.add_subcommand("import", "convert an ONNX model into a graph config, and its weights into safetensors (docs/FORMATS.md)");
   std::string import_model, import_out, import_weights;
@@ -360,7 +370,7 @@ int main(int argc, char** argv) {
         if (!m.empty()) copt.modes.push_back(m);
       rc = mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch, plan_order);
+    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch, plan_order, plan_placement);
     if (app.got_subcommand("import")) rc = run_import(import_model, import_out, import_weights, import_batch, import_steps);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

@@ -433,6 +433,7 @@ Config parse_config(const std::string& text, const std::string& name) {
                "'" + c.memory + "'");
     }
     c.order = top.get_string("order", "default", {"default", "greedy", "optimal", "updates-last"});
+    c.placement_seconds = top.get_float("placement_seconds", 5, 0);
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");

@@ -70,6 +70,7 @@ struct Config {
   ScheduleConfig schedule;
   RunConfig run;
   std::string memory = "share";
+  double placement_seconds = 5;  // the exact placement's time limit per plan (memory/placement.h); 0: best fit only
   std::string order = "default";  // the schedule order (memory/order.h): default, greedy or optimal
   std::string device = "cpu";
   CheckpointConfig checkpoint;

@@ -19,6 +19,7 @@ MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string
   const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
   MemoryMode m = parse_memory_mode(mode);
   m.order = parse_schedule_order(c.order);
+  m.placement_seconds = c.placement_seconds;
   return plan_mirror(p.model.builder.graph(), p.model.loss, m, p.mirror_overrides, with_update ? &sgd : nullptr, device);
 }
 

@@ -62,6 +62,8 @@ void print_report(const MemoryReport& r, int64_t allocated, const char* prefix) 
   std::printf("%s  arena planned %s, allocated %s%s; max live %s, fragmentation %.2f%%, planned in %.3f s\n", prefix,
               format_bytes(r.arena_bytes).c_str(), format_bytes(allocated).c_str(), allocated == r.arena_bytes ? " (equal)" : " (DIFFERENT)",
               format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation, r.planning_seconds);
+  if (r.arena_bytes > r.max_live_bytes)
+    std::printf("%s  placement: %s; no packing is below %s\n", prefix, r.placement.c_str(), format_bytes(r.arena_bound_bytes).c_str());
 }
 
 // The device's memory against the plan: what mnemo allocated (arena + parameters and optimiser
