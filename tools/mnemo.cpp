@@ -304,6 +304,8 @@ int main(int argc, char** argv) {
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
   train->add_option("--order", topt.order, "schedule order: default, greedy or optimal (overrides the config)")->check(orders);
+  const std::string placement_help = "time limit of the exact placement, 0: best fit only (overrides the config's placement_seconds)";
+  train->add_option("--placement-seconds", topt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
@@ -330,6 +332,7 @@ int main(int argc, char** argv) {
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   bench->add_option("--memory", bopt.memory, "memory mode, overrides the config");
   bench->add_option("--order", bopt.order, "schedule order, overrides the config")->check(orders);
+  bench->add_option("--placement-seconds", bopt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));
   bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

@@ -364,6 +364,7 @@ int run_train(const TrainOptions& opt) {
   Config c = load_config(opt.config);
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.order.empty()) c.order = opt.order;
+  if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
   if (!opt.device.empty()) c.device = opt.device;
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
@@ -429,6 +430,7 @@ int run_bench(const BenchOptions& opt) {
   Config c = load_config(opt.config);
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.order.empty()) c.order = opt.order;
+  if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
   if (opt.batch) c.data.batch = opt.batch;
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);

@@ -16,6 +16,7 @@ struct TrainOptions {
   std::string config;
   std::string memory;      // overrides the config's memory mode ("" = keep)
   std::string order;       // overrides the config's schedule order ("" = keep)
+  double placement_seconds = -1;  // overrides the config's placement_seconds (< 0 = keep)
   int64_t steps = 0;       // overrides train.steps / epochs (0 = keep)
   std::string resume;      // checkpoint to continue from
   std::string device;      // overrides the config's device
@@ -51,6 +52,7 @@ struct BenchOptions {
   std::string config;
   std::string memory;   // "" = the config's
   std::string order;    // "" = the config's
+  double placement_seconds = -1;  // < 0 = the config's
   int steps = 10, warmup = 2;
   int64_t batch = 0;    // 0 = the config's
   bool json = false;
