@@ -173,6 +173,10 @@ class Search {
 
 }  // namespace
 
+const char* placement_status(int64_t arena, int64_t live_bytes, int64_t bound) {
+  return arena <= live_bytes ? "at the live-bytes bound" : arena <= bound ? "optimal" : "time limit";
+}
+
 int64_t checked_arena(const std::vector<Buffer>& items, const std::vector<int64_t>& offsets) {
   MNEMO_CHECK(offsets.size() == items.size()) << "placement: " << offsets.size() << " offsets for " << items.size() << " buffers";
   std::vector<int> by_start(items.size());
@@ -203,7 +207,6 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
   for (size_t i = 0; i < n; ++i) rep.start_bytes = std::max(rep.start_bytes, top_of(i));
   rep.arena_bytes = rep.start_bytes;
   rep.bound_bytes = std::min(live_bytes, rep.start_bytes);
-  rep.status = "at the live-bytes bound";
   if (rep.arena_bytes <= live_bytes) return rep;
   auto done = [&] { return rep.arena_bytes <= rep.bound_bytes; };
   // Points: the distinct start steps (two buffers meet exactly when they share one).
@@ -332,15 +335,12 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
     }
     if (complete) rep.bound_bytes = rep.arena_bytes;
   }
-  rep.status = rep.arena_bytes <= live_bytes ? "at the live-bytes bound" : done() ? "optimal" : "time limit";
-  if (rep.arena_bytes <= live_bytes) rep.bound_bytes = rep.arena_bytes, rep.status = "at the live-bytes bound";
+  rep.bound_bytes = std::min(rep.bound_bytes, rep.arena_bytes);
   rep.seconds = elapsed();
   return rep;
 }
 
-}  // namespace
-
-PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds) {
+PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds) {
   // The small buffers (below 1/4096 of the live bytes: BatchNorm statistics, status words) are
   // many in large graphs and lie anywhere; the searches first place the others (up to 60% of the
   // time), the small ones are then packed into the gaps by best fit, and what is left of the time
@@ -374,7 +374,39 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
     rep.arena_bytes = whole.arena_bytes;
     rep.bound_bytes = std::min(rep.arena_bytes, std::max(rep.bound_bytes, whole.bound_bytes));
   }
-  rep.status = rep.arena_bytes <= live_bytes ? "at the live-bytes bound" : rep.arena_bytes <= rep.bound_bytes ? "optimal" : "time limit";
+  rep.seconds = elapsed();
+  return rep;
+}
+
+}  // namespace
+
+PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds) {
+  // The searches improve a packing locally, and which start they get furthest from differs
+  // (ResNet-101's sublinear plan: from 907 MiB by size to 870 MiB, from 932 MiB by lifetime to
+  // 858.5 MiB; the live bytes are 853.8 MiB): the packing given, then best fit in the three
+  // orders of pack_intervals, each gets an equal share of the time left; a bound proven on one
+  // holds for all (the same buffers), and the first arena at the bound ends it. (Half the time
+  // split and the rest to the start that got lowest: 59 of 78 plans at the bound instead of 65.)
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  std::vector<std::vector<int64_t>> starts = {offsets};
+  for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
+    std::vector<int64_t> o(items.size(), -1);
+    pack_intervals(items, o, by);
+    if (std::find(starts.begin(), starts.end(), o) == starts.end()) starts.push_back(std::move(o));
+  }
+  PlacementReport rep;
+  for (size_t i = 0; i < items.size(); ++i) rep.start_bytes = std::max(rep.start_bytes, offsets[i] + size_of(items[i]));
+  rep.arena_bytes = rep.start_bytes;
+  int64_t bound = live_bytes;
+  for (size_t k = 0; k < starts.size() && rep.arena_bytes > bound; ++k) {
+    const PlacementReport pr = place_from(items, starts[k], bound, (seconds - elapsed()) / static_cast<double>(starts.size() - k));
+    bound = std::max(bound, pr.bound_bytes);
+    if (pr.arena_bytes < rep.arena_bytes) rep.arena_bytes = pr.arena_bytes, offsets = std::move(starts[k]);
+  }
+  rep.improved = rep.arena_bytes < rep.start_bytes;
+  rep.bound_bytes = std::min(bound, rep.arena_bytes);
+  rep.status = placement_status(rep.arena_bytes, live_bytes, rep.bound_bytes);
   rep.seconds = elapsed();
   return rep;
 }

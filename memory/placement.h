@@ -31,9 +31,15 @@ struct PlacementReport {
   double seconds = 0;
 };
 
-// Improves the packing `offsets` (one per buffer, each >= 0) of `items` within `seconds`.
-// `live_bytes`: a lower bound of the arena, normally max_live_bytes of the items.
+// Improves the packing `offsets` (one per buffer, each >= 0) of `items` within `seconds`,
+// searching from it and from best fit in pack_intervals' three orders (the first at the bound
+// ends it). `live_bytes`: a lower bound of the arena, normally max_live_bytes of the items.
+// The report's status is placement_status(arena, live_bytes, bound).
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
+
+// "at the live-bytes bound" (arena <= live_bytes: optimal), "optimal" (arena <= a bound proven
+// above the live bytes) or "time limit".
+const char* placement_status(int64_t arena, int64_t live_bytes, int64_t bound);
 
 // The arena of `offsets` (max of offset + aligned size); throws if two buffers live at the same
 // step overlap. Exposed for tests.

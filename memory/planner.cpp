@@ -141,33 +141,9 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     }
     if (stats) stats->arena_bound_bytes = std::min(live, top[2]), stats->placement = top[2] <= live ? "at the live-bytes bound" : "best fit";
     if (exact_seconds >= 0 && top[2] > live) {
-      // The searches improve a packing locally, and which start they get furthest from differs
-      // (ResNet-101's sublinear plan: from 907 MiB by size to 870 MiB, from 932 MiB by lifetime to
-      // 858.5 MiB; the live bytes are 853.8 MiB): the best packing, then the joint packings in the
-      // three orders, each gets an equal share of the time left; a bound proven on one holds for
-      // all (the same buffers), and the first arena at the bound ends it. (Half the time split
-      // and the rest to the start that got lowest: 59 of 78 plans at the bound instead of 65.)
-      const auto p0 = std::chrono::steady_clock::now();
-      auto spent = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count(); };
-      std::vector<std::vector<int64_t>> starts = {offsets};
-      for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
-        std::vector<int64_t> o(l.buffers.size(), -1);
-        pack_intervals(l.buffers, o, by);
-        if (std::find(starts.begin(), starts.end(), o) == starts.end()) starts.push_back(std::move(o));
-      }
-      int64_t bound = live, best = top[2];
-      for (size_t k = 0; k < starts.size() && best > bound; ++k) {
-        const PlacementReport pr = place_exactly(l.buffers, starts[k], bound, (exact_seconds - spent()) / static_cast<double>(starts.size() - k));
-        bound = std::max(bound, pr.bound_bytes);
-        if (pr.arena_bytes < best) best = pr.arena_bytes, offsets = std::move(starts[k]);
-      }
-      bound = std::min(bound, best);
-      if (best < top[2]) top[2] = best, joint_packing = true;
-      if (stats) {
-        stats->arena_bound_bytes = bound;
-        stats->placement = best <= live ? "at the live-bytes bound" : best <= bound ? "optimal" : "time limit";
-        stats->placement_seconds = spent();
-      }
+      const PlacementReport pr = place_exactly(l.buffers, offsets, live, exact_seconds);
+      if (pr.improved) top[2] = pr.arena_bytes, joint_packing = true;
+      if (stats) stats->arena_bound_bytes = pr.bound_bytes, stats->placement = pr.status, stats->placement_seconds = pr.seconds;
     }
   } else {
     int64_t at = 0;

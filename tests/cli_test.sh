@@ -50,6 +50,12 @@ expect curve-budget-values 0 'budget +1.0 MiB: below the least feasible .*skippe
 expect curve-budgets-vary 1 '--budgets needs --vary budget' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2 --budgets 3 --out "$tmp/curve-x" --no-plot
 expect curve-budget-args 1 'give either --values \(MiB\) or --budgets N' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --out "$tmp/curve-budget" --no-plot
 # Error paths: a clear message and a non-zero exit, never a crash.
+# AlexNet's share plan (shapes only): best fit is 6.9% above its live bytes, the exact placement reaches them.
+alex="$src/configs/table2/alexnet.yaml"
+expect placement-exact 0 '"placement": "at the live-bytes bound"' -- "$mnemo" plan "$alex" --memory share --json
+expect placement-best-fit 0 'placement: best fit; no packing of these buffers is below' -- "$mnemo" plan "$alex" --memory share --placement-seconds 0
+expect placement-bad 2 'placement-seconds: Value -1 not in range' -- "$mnemo" plan "$alex" --placement-seconds -1
+expect placement-bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 1 --warmup 0 --placement-seconds 0.5
 expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared
 expect bad-mode-train 1 "memory mode 'sublinar'" -- "$mnemo" train "$cfg" --memory sublinar
 # --device cuda: trains where a GPU works (nvidia-smi lists one), else a clear error (no device, or

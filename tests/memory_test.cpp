@@ -262,6 +262,9 @@ TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
           EXPECT_LT(st.feature_map_bytes, none_bytes);
           EXPECT_GE(st.arena_bound_bytes, st.max_live_bytes);
           EXPECT_LE(st.arena_bound_bytes, st.arena_bytes);
+        } else {  // nothing shared: the arena is the only packing the mode allows
+          EXPECT_EQ(st.arena_bound_bytes, st.arena_bytes);
+          EXPECT_EQ(st.placement, "no sharing in this mode");
         }
       }
     }
