@@ -41,17 +41,14 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
   return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
 }
 
-// Row-major C[M,N] = op(A) op(B). float32 through oneDNN's sgemm where it measured faster than
-// Eigen on this machine (2 threads, LSTM shapes 32-64 x 512-1024 -> 2048-5000: A B 190-212 vs
-// 88-119 GFLOP/s, A^T B 156-197 vs 92-111), Eigen for A B^T (70-109 vs 55-62) and float64.
-// ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
+// Row-major C[M,N] = op(A) op(B): float32 through oneDNN's sgemm (all three products), float64
+// through Eigen. oneDNN measured fastest of Eigen, oneDNN sgemm, oneDNN matmul and MKL at the LSTM
+// shapes (tools/gemm_vs_pytorch.py; docs/BENCHMARKS.md "GEMM libraries"): on y = x w^T at
+// 32x512->5000, 2 threads, about 100 GFLOP/s against Eigen's 55 and MKL's 51 (MKL takes a slow path
+// on AMD CPUs). ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
   if constexpr (std::is_same_v<T, float>) {
-    if (!ta && tb) {
-      MatMap<T>(C, M, N).noalias() = Eigen::Map<const Mat<T>>(A, M, K) * Eigen::Map<const Mat<T>>(B, N, K).transpose();
-      return;
-    }
     const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
     MNEMO_CHECK(st == dnnl_success) << "oneDNN sgemm failed with status " << static_cast<int>(st) << " for M=" << M
                                     << " N=" << N << " K=" << K;

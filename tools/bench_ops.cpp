@@ -7,7 +7,9 @@
 //   default algorithm (oneDNN direct), with algo=im2col (im2col + Eigen GEMM) and with
 //   algo=winograd (oneDNN Winograd, opt-in);
 //   raw oneDNN primitives (no mnemo around them) with plain nchw layouts and with blocked layouts
-//   (no reorders), to show where the time goes; fully_connected at LSTM sizes (64 x 1024 -> 4096);
+//   (no reorders), to show where the time goes; fully_connected's three passes at LSTM sizes
+//   (32 x 512 -> 2048 and 5000, 64 x 1024 -> 4096), through the op and through Eigen, oneDNN's sgemm
+//   and matmul primitive and (optional) MKL;
 //   Eigen float32 GEMM 1024^3 (row-major, .noalias()).
 // Usage: bench_ops [--threads=N] [Google Benchmark flags, e.g. --benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
@@ -18,10 +20,15 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <string>
 #include <vector>
+
+#ifdef MNEMO_BENCH_MKL
+#include <mkl_cblas.h>
+#endif
 
 #include "core/device.h"
 #include "core/graph.h"
@@ -187,26 +194,94 @@ void register_raw_onednn(const ConvShape& s, bool blocked) {
   bench("fwd+bwd", {fwd, data, weight});
 }
 
-void register_fully_connected() {
-  const int64_t n = 64, d = 1024, m = 4096;
-  const double flops = 2.0 * n * d * m;
-  if (op_registry().find("fully_connected")) {
-    auto r = std::make_shared<OpRun>(
-        "fully_connected",
-        std::vector<TensorType>{{DType::f32, {n, d}}, {DType::f32, {m, d}}, {DType::f32, {m}}}, Attrs{});
-    benchmark::RegisterBenchmark("fully_connected/64x1024->4096/fwd", [r](benchmark::State& state) {
+// The GEMMs of fully_connected at the LSTM shapes (N rows, D inputs, M outputs): y = x w^T (fwd, with
+// bias), dx = dy w (bwd_data), dw = dy^T x (bwd_weight). Each product through the registered op (what
+// the executor runs) and through every library at hand, on the same shapes and threads: Eigen,
+// oneDNN's sgemm, oneDNN's matmul primitive (transposes as strides, created once), and MKL's
+// cblas_sgemm when bench_ops was built with MNEMO_BENCH_MKL (cmake -DMNEMO_MKL_ROOT=...).
+// tools/gemm_vs_pytorch.py runs these beside PyTorch's torch.mm in alternating rounds.
+struct FcShape {
+  int64_t n, d, m;
+  std::string name() const { return std::to_string(n) + "x" + std::to_string(d) + "->" + std::to_string(m); }
+};
+const std::vector<FcShape> kFcShapes = {{32, 512, 2048}, {32, 512, 5000}, {64, 1024, 4096}};
+
+// Row-major C[M,N] = op(A) op(B), A stored [K,M] when ta, B stored [N,K] when tb.
+struct Gemm {
+  bool ta, tb;
+  int64_t M, N, K;
+};
+
+void register_gemm_libraries(const std::string& base, const Gemm& g) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  struct Buffers {
+    Mat a, b, c;
+  };
+  auto buf = std::make_shared<Buffers>(Buffers{g.ta ? Mat::Random(g.K, g.M) : Mat::Random(g.M, g.K),
+                                               g.tb ? Mat::Random(g.N, g.K) : Mat::Random(g.K, g.N), Mat(g.M, g.N)});
+  const double flops = 2.0 * g.M * g.N * g.K;
+  const int64_t lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
+  benchmark::RegisterBenchmark((base + "/eigen").c_str(), [=](benchmark::State& state) {
+    for (auto _ : state) {
+      Mat& c = buf->c;
+      if (g.ta && g.tb) c.noalias() = buf->a.transpose() * buf->b.transpose();
+      else if (g.ta) c.noalias() = buf->a.transpose() * buf->b;
+      else if (g.tb) c.noalias() = buf->a * buf->b.transpose();
+      else c.noalias() = buf->a * buf->b;
+      benchmark::DoNotOptimize(buf->c.data());
+    }
+    set_rate(state, flops);
+  })->UseRealTime();
+  benchmark::RegisterBenchmark((base + "/onednn_sgemm").c_str(), [=](benchmark::State& state) {
+    for (auto _ : state)
+      dnnl_sgemm(g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', g.M, g.N, g.K, 1.f, buf->a.data(), lda, buf->b.data(), ldb, 0.f,
+                 buf->c.data(), g.N);
+    set_rate(state, flops);
+  })->UseRealTime();
+  benchmark::RegisterBenchmark((base + "/onednn_matmul").c_str(), [=](benchmark::State& state) {
+    using md = dnnl::memory::desc;
+    using dt = dnnl::memory::data_type;
+    const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const md a({g.M, g.K}, dt::f32, g.ta ? dnnl::memory::dims{1, g.M} : dnnl::memory::dims{g.K, 1});
+    const md b({g.K, g.N}, dt::f32, g.tb ? dnnl::memory::dims{1, g.K} : dnnl::memory::dims{g.N, 1});
+    const md c({g.M, g.N}, dt::f32, dnnl::memory::dims{g.N, 1});
+    const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+    dnnl::memory am(a, eng, buf->a.data()), bm(b, eng, buf->b.data()), cm(c, eng, buf->c.data());
+    for (auto _ : state) mm.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    set_rate(state, flops);
+  })->UseRealTime();
+#ifdef MNEMO_BENCH_MKL
+  benchmark::RegisterBenchmark((base + "/mkl").c_str(), [=](benchmark::State& state) {
+    for (auto _ : state)
+      cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.M, g.N, g.K,
+                  1.f, buf->a.data(), lda, buf->b.data(), ldb, 0.f, buf->c.data(), g.N);
+    set_rate(state, flops);
+  })->UseRealTime();
+#endif
+}
+
+void register_fully_connected(const FcShape& s) {
+  const TensorType x{DType::f32, {s.n, s.d}}, w{DType::f32, {s.m, s.d}}, b{DType::f32, {s.m}},
+      dy{DType::f32, {s.n, s.m}};
+  struct Pass {
+    const char* name;
+    const char* op;
+    std::vector<TensorType> in;
+    Gemm gemm;
+  };
+  const Pass passes[] = {{"fwd", "fully_connected", {x, w, b}, {false, true, s.n, s.m, s.d}},
+                         {"bwd_data", "fully_connected_grad_data", {dy, w}, {false, false, s.n, s.d, s.m}},
+                         {"bwd_weight", "fully_connected_grad_weight", {dy, x}, {true, false, s.m, s.d, s.n}}};
+  for (const Pass& p : passes) {
+    const std::string base = "fc/" + s.name() + "/" + p.name;
+    auto r = std::make_shared<OpRun>(p.op, p.in, Attrs{});
+    benchmark::RegisterBenchmark((base + "/op").c_str(), [r](benchmark::State& state) {
       for (auto _ : state) r->run();
       set_rate(state, r->flops());
     })->UseRealTime();
-    return;
+    register_gemm_libraries(base, p.gemm);
   }
-  // Not registered (yet): the equivalent Eigen GEMM, y = x w^T.
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  benchmark::RegisterBenchmark("eigen_x_wT/64x1024->4096 (no fully_connected op)", [=](benchmark::State& state) {
-    Mat x = Mat::Random(n, d), w = Mat::Random(m, d), y(n, m);
-    for (auto _ : state) y.noalias() = x * w.transpose();
-    set_rate(state, flops);
-  })->UseRealTime();
 }
 
 const char* kGemmName = "eigen_gemm/1024x1024x1024";
@@ -296,7 +371,7 @@ int main(int argc, char** argv) {
 
   register_gemm();
   for (const ConvShape& s : kConvShapes) register_conv(s, "auto");
-  register_fully_connected();
+  for (const FcShape& s : kFcShapes) register_fully_connected(s);
   for (const ConvShape& s : kConvShapes) register_conv(s, "im2col");
   for (const ConvShape& s : kConvShapes) register_conv(s, "winograd");
   for (const ConvShape& s : kConvShapes) register_raw_onednn(s, false);

@@ -61,7 +61,7 @@ Compare with `mnemo bench CONFIG --device cuda --json` (device_peak_in_use_bytes
 
 Prints one JSON line per model. Usage:
   python tools/bench_pytorch.py [--model NAME[,NAME...]|all] [--device cpu|cuda] [--tf32] [--threads T]
-                                [--steps N] [--warmup K] [--batch B] [--seed S] [--checkpoint-segments K]
+                                [--steps N] [--warmup K] [--batch B] [--seed S] [--checkpoint none|sequential:K|block|segment:K]
 """
 
 import argparse
@@ -92,7 +92,13 @@ def parse_args(argv):
     p.add_argument("--checkpoint-segments", type=int, default=0,
                    help="resnet56/resnet50: run the model through torch.utils.checkpoint.checkpoint_sequential with this "
                         "many segments (use_reentrant=False; each segment's BatchNorm statistics are updated twice, as "
-                        "PyTorch does); 0: plain (default)")
+                        "PyTorch does); 0: plain (default). Same as --checkpoint sequential:K")
+    p.add_argument("--checkpoint", default="none",
+                   help="PyTorch's activation checkpointing (torch.utils.checkpoint, use_reentrant=False): none "
+                        "(default); sequential:K (resnet56/resnet50: checkpoint_sequential with K segments); block "
+                        "(resnet56/resnet50: every residual block checkpointed on its own); segment:K (lstm/lstm-paper: "
+                        "the sequence cut into time segments of K steps, each checkpointed with every layer's cells "
+                        "and the per-step classifier and loss inside)")
     a = p.parse_args(argv)
     if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 0:
         p.error("--threads and --steps must be >= 1, --warmup and --batch >= 0")
@@ -104,6 +110,22 @@ def parse_args(argv):
         p.error("--tf32 needs --device cuda")
     if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in ("resnet56", "resnet50") for m in a.models)):
         p.error("--checkpoint-segments: a positive count, for resnet56 or resnet50 only")
+    if a.checkpoint_segments:
+        if a.checkpoint != "none":
+            p.error("--checkpoint-segments and --checkpoint: give one of them")
+        a.checkpoint = "sequential:%d" % a.checkpoint_segments
+    kind, _, count = a.checkpoint.partition(":")
+    resnets, lstms = ("resnet56", "resnet50"), ("lstm", "lstm-paper")
+    wants = {"none": (None, False), "sequential": (resnets, True), "block": (resnets, False), "segment": (lstms, True)}
+    if kind not in wants:
+        p.error("--checkpoint: expected none, sequential:K, block or segment:K, got %r" % a.checkpoint)
+    models_ok, needs_count = wants[kind]
+    if needs_count != bool(count) or (count and not (count.isdigit() and int(count) > 0)):
+        p.error("--checkpoint %s: %s" % (a.checkpoint, "expected %s:K with K a positive integer" % kind if needs_count
+                                         else "takes no count"))
+    if models_ok and any(m not in models_ok for m in a.models):
+        p.error("--checkpoint %s: for %s only" % (kind, " or ".join(models_ok)))
+    a.checkpoint_kind, a.checkpoint_count = kind, int(count or 0)
     return a
 
 
@@ -131,6 +153,11 @@ def build_resnet(torch, batch, device, style, blocks, block, shape, classes):
             self.relu = nn.ReLU(inplace=True)
 
         def forward(self, x):
+            if getattr(self, "checkpointed", False):
+                return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
+            return self.inner(x)
+
+        def inner(self, x):
             return self.relu(self.body(x) + self.shortcut(x))
 
     class Bottleneck(nn.Module):
@@ -145,8 +172,7 @@ def build_resnet(torch, batch, device, style, blocks, block, shape, classes):
             self.shortcut = shortcut(cin, out, stride)
             self.relu = nn.ReLU(inplace=True)
 
-        def forward(self, x):
-            return self.relu(self.body(x) + self.shortcut(x))
+        forward, inner = Basic.forward, Basic.inner
 
     Block = Basic if block == "basic" else Bottleneck
     if style == "cifar":
@@ -166,7 +192,8 @@ def build_resnet(torch, batch, device, style, blocks, block, shape, classes):
     x = (torch.rand(batch, *shape) * 2 - 1).to(device)
     y = torch.randint(0, classes, (batch,)).to(device)
     loss_fn = nn.CrossEntropyLoss()
-    model.bench_input = (x, y, loss_fn)  # for --checkpoint-segments
+    model.bench_input = (x, y, loss_fn)  # for --checkpoint sequential:K
+    model.blocks = [l for l in layers if isinstance(l, Block)]  # for --checkpoint block
 
     def step_loss():
         return loss_fn(model(x), y)
@@ -183,6 +210,35 @@ def build_lstm(torch, batch, device, steps=64, input_dim=50, hidden=512, layers=
             super().__init__()
             self.cells = nn.ModuleList(nn.LSTMCell(input_dim if l == 0 else hidden, hidden) for l in range(layers))
             self.classifier = nn.Linear(hidden, classes)
+
+        def cell_step(self, l, t, x, h, c):
+            cell = self.cells[l]
+            if t == 0:  # zero state: no W_hh term, c = i * g (mnemo's step 0)
+                i, _, g, o = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh).chunk(4, 1)
+                c = torch.sigmoid(i) * torch.tanh(g)
+                return torch.sigmoid(o) * torch.tanh(c), c
+            return cell(x, (h, c))
+
+        def segment(self, t0, xs, ys, *state):
+            """Steps t0 .. t0 + len(xs) - 1, step by step through every layer; returns the sum of the
+            steps' losses and each layer's (h, c) after the last step. --checkpoint segment:K."""
+            state, loss = list(state), 0
+            for k in range(xs.shape[0]):
+                h = xs[k]
+                for l in range(len(self.cells)):
+                    state[2 * l], state[2 * l + 1] = self.cell_step(l, t0 + k, h, state[2 * l], state[2 * l + 1])
+                    h = state[2 * l]
+                loss = loss + F.cross_entropy(self.classifier(h), ys[k])
+            return (loss, *state)
+
+        def forward_segments(self, x, y, k):
+            state = [torch.zeros(x.shape[1], hidden, device=x.device)] * (2 * len(self.cells))
+            total = 0
+            for t0 in range(0, x.shape[0], k):
+                loss, *state = torch.utils.checkpoint.checkpoint(self.segment, t0, x[t0:t0 + k], y[t0:t0 + k], *state,
+                                                                 use_reentrant=False)
+                total = total + loss
+            return total / x.shape[0]
 
         def forward(self, x, y):  # x [T, N, D] float32, y [T, N] int64
             seq = list(x.unbind(0))
@@ -202,6 +258,7 @@ def build_lstm(torch, batch, device, steps=64, input_dim=50, hidden=512, layers=
     model = Net().to(device)
     x = (torch.rand(steps, batch, input_dim) * 2 - 1).to(device)
     y = torch.randint(0, classes, (steps, batch)).to(device)
+    model.segments_loss = lambda k: model.forward_segments(x, y, k)  # for --checkpoint segment:K
     return model, lambda: model(x, y), 0.0
 
 
@@ -230,6 +287,7 @@ def run_one(a, name):
     if not cuda:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU only, and no CUDA initialisation
     import torch
+    import torch.utils.checkpoint  # noqa: F401 (torch.utils.checkpoint.checkpoint in the models)
 
     if cuda:
         if not torch.cuda.is_available():
@@ -245,12 +303,18 @@ def run_one(a, name):
     batch = a.batch or DEFAULT_BATCH[name]
     model, step_loss, weight_decay = BUILDERS[name](torch, batch, device)
     model.train()
-    if a.checkpoint_segments:
+    if a.checkpoint_kind == "sequential":
         from torch.utils.checkpoint import checkpoint_sequential
         x, y, loss_fn = model.bench_input
 
         def step_loss():
-            return loss_fn(checkpoint_sequential(model, a.checkpoint_segments, x, use_reentrant=False), y)
+            return loss_fn(checkpoint_sequential(model, a.checkpoint_count, x, use_reentrant=False), y)
+    elif a.checkpoint_kind == "block":
+        for b in model.blocks:
+            b.checkpointed = True
+    elif a.checkpoint_kind == "segment":
+        def step_loss():
+            return model.segments_loss(a.checkpoint_count)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=weight_decay)
     if cuda:
         torch.cuda.synchronize()
@@ -291,7 +355,9 @@ def run_one(a, name):
         "warmup": a.warmup,
         "peak_rss_bytes": rss1,
         "peak_rss_growth_bytes": rss1 - rss0,
-        "checkpoint_segments": a.checkpoint_segments,
+        "checkpoint_segments": a.checkpoint_count if a.checkpoint_kind == "sequential" else 0,
+        "checkpoint": a.checkpoint,
+        "malloc_env": {k: os.environ[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_") if k in os.environ},
     }
     if cuda:
         step_peak_allocated = torch.cuda.max_memory_allocated()
@@ -324,6 +390,7 @@ def main(argv):
                  "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch), "--seed", str(a.seed)]
         if a.tf32:
             child.append("--tf32")
+        child += ["--checkpoint", a.checkpoint]
         r = subprocess.run(child)
         if r.returncode != 0:
             print("bench_pytorch: model %s failed (exit %d)" % (m, r.returncode), file=sys.stderr)

@@ -11,9 +11,12 @@
 #
 # Models (--models, default resnet56,lstm): configs/resnet56-cifar.yaml (--memory share) against bench_pytorch.py
 # resnet56, configs/bench-lstm-2x512.yaml against lstm, configs/table2/densenet121.yaml and inception_v3.yaml at
-# batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model,
-# mnemo then PyTorch, so that machine noise hits both; the table gives per framework the median over the rounds
-# (with two rounds: their mean) of each run's median step time.
+# batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model, mnemo (memory share and
+# sublinear) and PyTorch twice: with glibc's defaults and with the tuned allocator (MALLOC_MMAP_THRESHOLD_ and
+# MALLOC_TRIM_THRESHOLD_ raised, so freed buffers are kept), plus PyTorch's checkpointed variants with the tuned
+# allocator (resnet56: checkpoint_sequential with 4 segments and every block checkpointed; lstm: time segments of
+# 8 steps), alternating so that machine noise hits all. The table gives per variant the median over the rounds
+# (with two rounds: their mean) of each run's median step time, and every round.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -69,18 +72,37 @@ for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (r
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
+# PyTorch's glibc settings that keep freed buffers instead of returning them to the OS (its "tuned allocator").
+tuned_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184)
+declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8")
+run_mnemo() {  # model round mode
+  local bflag=()
+  [[ -n ${batch_of[$1]:-} ]] && bflag=(--batch "${batch_of[$1]}")
+  echo "round $2/$rounds: mnemo $1 --memory $3 ..." >&2
+  line=$(OMP_NUM_THREADS=$threads "$mnemo" bench "${config[$1]}" --memory "$3" --steps "$steps" --warmup "$warmup" "${bflag[@]}" --json) ||
+    die "mnemo bench ${config[$1]} --memory $3 failed"
+  printf '{"framework": "mnemo", "variant": "mnemo %s", "model": "%s", "round": %d, "result": %s}\n' "$3" "$1" "$2" "$line" >>"$results"
+}
+run_torch() {  # model round tuned(0/1) checkpoint
+  local bflag=() envs=() label="PyTorch"
+  [[ -n ${batch_of[$1]:-} ]] && bflag=(--batch "${batch_of[$1]}")
+  [[ $3 == 1 ]] && envs=("${tuned_env[@]}") && label="PyTorch tuned"
+  [[ $4 != none ]] && label="$label checkpoint $4"
+  echo "round $2/$rounds: $label $1 ..." >&2
+  line=$(env "${envs[@]}" "$python" tools/bench_pytorch.py --model "$1" --threads "$threads" --steps "$steps" --warmup "$warmup" \
+         --checkpoint "$4" "${bflag[@]}") || die "tools/bench_pytorch.py --model $1 --checkpoint $4 failed"
+  printf '{"framework": "pytorch", "variant": "%s", "model": "%s", "round": %d, "result": %s}\n' "$label" "$1" "$2" "$line" >>"$results"
+}
+
+# Every round runs, per model: mnemo share, PyTorch (glibc's defaults), mnemo sublinear, PyTorch with the tuned
+# allocator, then PyTorch's checkpointed variants (tuned allocator), so that machine noise hits all of them.
 for ((r = 1; r <= rounds; ++r)); do
   for m in "${models[@]}"; do
-    echo "round $r/$rounds: mnemo $m ..." >&2
-    bflag=()
-    [[ -n ${batch_of[$m]:-} ]] && bflag=(--batch "${batch_of[$m]}")
-    line=$(OMP_NUM_THREADS=$threads "$mnemo" bench "${config[$m]}" --memory share --steps "$steps" --warmup "$warmup" "${bflag[@]}" --json) ||
-      die "mnemo bench ${config[$m]} failed"
-    printf '{"framework": "mnemo", "model": "%s", "round": %d, "result": %s}\n' "$m" "$r" "$line" >>"$results"
-    echo "round $r/$rounds: pytorch $m ..." >&2
-    line=$("$python" tools/bench_pytorch.py --model "$m" --threads "$threads" --steps "$steps" --warmup "$warmup" "${bflag[@]}") ||
-      die "tools/bench_pytorch.py --model $m failed"
-    printf '{"framework": "pytorch", "model": "%s", "round": %d, "result": %s}\n' "$m" "$r" "$line" >>"$results"
+    run_mnemo "$m" "$r" share
+    run_torch "$m" "$r" 0 none
+    run_mnemo "$m" "$r" sublinear
+    run_torch "$m" "$r" 1 none
+    for c in ${ckpts[$m]:-}; do run_torch "$m" "$r" 1 "$c"; done
   done
 done
 
@@ -95,34 +117,50 @@ runs = [json.loads(l) for l in open(path)]
 names = {"resnet56": "ResNet-56 CIFAR (3x32x32, 10 classes)", "lstm": "LSTM 2x512, 64 steps, in 50, 5000 classes",
          "densenet121": "DenseNet-121 (3x224x224, 1000 classes)", "inception_v3": "Inception-v3 (3x299x299, 1000 classes)"}
 models = list(dict.fromkeys(r["model"] for r in runs))
-print("| model | batch | threads | mnemo s/step | PyTorch s/step | mnemo/PyTorch | rounds |")
-print("|---|---:|---:|---:|---:|---:|---|")
-notes = []
+notes, targets = [], []
+def per_round(m, v):
+    return [x["result"]["step_seconds_median"] for x in runs if x["model"] == m and x["variant"] == v]
+print("| model | batch | variant | s/step | / PyTorch tuned | / mnemo share | every round (s/step) |")
+print("|---|---:|---|---:|---:|---:|---|")
 for m in models:
-    med, batch = {}, {}
-    for fw in ("mnemo", "pytorch"):
-        rs = [x["result"] for x in runs if x["model"] == m and x["framework"] == fw]
-        med[fw] = statistics.median(r["step_seconds_median"] for r in rs)
-        batch[fw] = {r["batch"] for r in rs}
-        got = {r["threads"] for r in rs}
-        if got != {threads}:
-            notes.append("%s %s ran with %s threads, not %d" % (fw, m, sorted(got), threads))
-    if batch["mnemo"] != batch["pytorch"]:
-        notes.append("%s: batch differs (mnemo %s, PyTorch %s)" % (m, sorted(batch["mnemo"]), sorted(batch["pytorch"])))
-    per_round = ", ".join("%.4f/%.4f" % (a["result"]["step_seconds_median"], b["result"]["step_seconds_median"])
-                          for a, b in zip([x for x in runs if x["model"] == m and x["framework"] == "mnemo"],
-                                          [x for x in runs if x["model"] == m and x["framework"] == "pytorch"]))
-    print("| %s | %s | %d | %.4f | %.4f | %.2f | %s |" % (names[m], "/".join(map(str, sorted(batch["mnemo"]))), threads,
-                                                      med["mnemo"], med["pytorch"], med["mnemo"] / med["pytorch"], per_round))
+    variants = list(dict.fromkeys(x["variant"] for x in runs if x["model"] == m))
+    med = {v: statistics.median(per_round(m, v)) for v in variants}
+    batches = {x["result"]["batch"] for x in runs if x["model"] == m}
+    got = {x["result"]["threads"] for x in runs if x["model"] == m}
+    if got != {threads}:
+        notes.append("%s ran with %s threads, not %d" % (m, sorted(got), threads))
+    if len(batches) != 1:
+        notes.append("%s: the batch differs between variants (%s)" % (m, sorted(batches)))
+    for v in variants:
+        print("| %s | %s | %s | %.4f | %.2f | %.2f | %s |" % (names[m], "/".join(map(str, sorted(batches))), v, med[v],
+              med[v] / med["PyTorch tuned"], med[v] / med["mnemo share"], ", ".join("%.4f" % t for t in per_round(m, v))))
+    for what, a, b, limit in (("mnemo share / PyTorch tuned", "mnemo share", "PyTorch tuned", 0.75),
+                              ("mnemo share / PyTorch (glibc defaults)", "mnemo share", "PyTorch", None),
+                              ("mnemo sublinear / mnemo share", "mnemo sublinear", "mnemo share", 1.25)):
+        rs = [x / y for x, y in zip(per_round(m, a), per_round(m, b))]
+        t = "%s: %s %.2fx (rounds %s)" % (m, what, statistics.median(rs), ", ".join("%.2f" % x for x in rs))
+        if limit is not None:
+            t += "; target <= %.2fx: %s" % (limit, "met" if statistics.median(rs) <= limit else "NOT met")
+        targets.append(t)
 print()
-print("Rounds column: each round's mnemo/PyTorch median step time in seconds.")
+print("s/step: the median over the rounds of each run's median step time; the ratios divide those medians; "
+      "\"PyTorch tuned\": MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 (glibc keeps freed "
+      "buffers); checkpointed PyTorch variants run with the tuned allocator.")
+print()
+print("Ratios per round (each round's own runs):")
+for t in targets:
+    print("- " + t)
 mem = []
 for m in models:
-    p = [x["result"] for x in runs if x["model"] == m and x["framework"] == "pytorch"]
-    q = [x["result"] for x in runs if x["model"] == m and x["framework"] == "mnemo"]
-    mem.append("%s: mnemo planned total %.1f MiB (params %.1f MiB, %.3g GFLOP/step by its cost model); PyTorch peak RSS growth %.1f MiB (%d params)"
-               % (m, q[0]["total_bytes"] / 2**20, q[0]["param_bytes"] / 2**20, q[0]["step_flops"] / 1e9,
-                  max(r["peak_rss_growth_bytes"] for r in p) / 2**20, p[0]["params"]))
+    p = [x["result"] for x in runs if x["model"] == m and x["variant"] == "PyTorch tuned"]
+    for v in ("mnemo share", "mnemo sublinear"):
+        q = [x["result"] for x in runs if x["model"] == m and x["variant"] == v]
+        mem.append("%s %s: planned total %.1f MiB (%.3g GFLOP/step by its cost model)"
+                   % (m, v, q[0]["total_bytes"] / 2**20, q[0]["step_flops"] / 1e9))
+    for v in [v for v in dict.fromkeys(x["variant"] for x in runs if x["model"] == m) if v.startswith("PyTorch")]:
+        r = [x["result"] for x in runs if x["model"] == m and x["variant"] == v]
+        mem.append("%s %s: peak RSS growth %.1f MiB" % (m, v, max(x["peak_rss_growth_bytes"] for x in r) / 2**20))
+print()
 print("Memory (not like for like: planned arena vs. measured RSS growth): " + "; ".join(mem) + ".")
 for n in notes:
     print("\nWARNING: " + n)
