@@ -37,6 +37,7 @@ class Builder {
   void schedule(int root);
   int add_node(int id, NodeRole role, int source, const std::string& name);
   void accumulate(EntryRef target, EntryRef contribution, int source);
+  bool fold_into(EntryRef c, EntryRef sum);
 
   Graph g_;
   const Graph& fwd_;  // its forward part: nodes [0, nf_) of g_
@@ -102,8 +103,13 @@ void Builder::schedule(int root) {
 }
 
 void Builder::accumulate(EntryRef target, EntryRef c, int source) {
-  schedule(c.node);
   auto it = grad_.find(target);
+  if (it != grad_.end() && fold_into(c, it->second)) {
+    schedule(c.node);
+    it->second = c;
+    return;
+  }
+  schedule(c.node);
   if (it == grad_.end()) {
     grad_[target] = c;
     return;
@@ -113,6 +119,21 @@ void Builder::accumulate(EntryRef target, EntryRef c, int source) {
   add_node(id, NodeRole::backward, source, fwd_.node(source).name + "/grad_sum");
   schedule(id);
   it->second = {id, 0};
+}
+
+// Gives the node of `c` the running sum `sum` as its accumulator input (OpDef::accumulates) when
+// its op has one and `c` is a fresh gradient nothing else reads yet; then `c` is the new sum.
+bool Builder::fold_into(EntryRef c, EntryRef sum) {
+  Node& n = g_.node(c.node);
+  const int acc = n.op->accumulates;
+  if (acc < 0 || c.index != 0 || scheduled_[c.node] || static_cast<int>(n.inputs.size()) != acc ||
+      g_.type(sum) != n.outputs[0])
+    return false;
+  for (size_t id = c.node + 1; id < g_.size(); ++id)
+    for (const EntryRef& e : g_.node(static_cast<int>(id)).inputs)
+      if (e.node == c.node) return false;
+  n.inputs.push_back(sum);
+  return true;
 }
 
 TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<int>& wrt, EntryRef loss) {

@@ -31,6 +31,10 @@ struct Node {
   bool is(OpKind k) const { return op->kind == k; }
 };
 
+// Whether in-place option `o` of n's op applies to node `n`: an option on an optional input the
+// node was built without (OpDef::accumulates) does not.
+inline bool applies(const InplaceOption& o, const Node& n) { return o.input < static_cast<int>(n.inputs.size()); }
+
 // After a step, the value of `value` is copied into parameter node `param` (BatchNorm running
 // statistics: ops stay stateless, and a recompute can never update the statistics twice).
 struct StateUpdate {

@@ -10,6 +10,8 @@ void OpRegistry::add(OpDef def) {
   MNEMO_ASSERT(def.infer) << "op '" << def.name << "' has no infer function";
   MNEMO_ASSERT(def.kind != OpKind::compute || !def.backends.cpu || def.cpu)
       << "op '" << def.name << "' declares a CPU kernel but has none";
+  MNEMO_ASSERT(def.accumulates < 0 || (def.accumulates == def.min_inputs && def.accumulates + 1 == def.max_inputs))
+      << "op '" << def.name << "': its accumulator input must be its last, optional input";
   MNEMO_ASSERT(def.updates.empty() || def.traits.updates_state)
       << "op '" << def.name << "' updates inputs in place but does not declare traits.updates_state";
   def.file = file_;

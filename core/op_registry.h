@@ -141,6 +141,11 @@ struct OpDef {
   GradFn grad;              // null: not differentiable (backward-only ops)
   std::vector<int> saved_outputs;  // outputs that carry saved statistics, never differentiated
   std::vector<InplaceOption> inplace;
+  // An optional input added into output 0 (out = in[accumulates] + the op's own result), taken in
+  // place when the planner allows (declare it in `inplace`): the gradient pass sums a gradient into
+  // such a node instead of adding an `add` node (weights read at many steps: one GEMM accumulating
+  // into the running sum instead of a GEMM into a temporary plus an add). -1: none.
+  int accumulates = -1;
   // Outputs that are always their input's memory, updated in place (input j -> output j): the
   // optimiser's parameter and velocity. The input must be a param node; nothing is planned for the
   // output (like a view), and the op must declare traits.updates_state.

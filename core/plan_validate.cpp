@@ -99,7 +99,7 @@ void validate_plan(const Graph& g, const MemoryPlan& plan, const Device* device)
     if (kept[e.node][e.index]) return false;
     const Node& t = g.node(f.node);
     for (const InplaceOption& o : t.op->inplace) {
-      if (o.output != f.index) continue;
+      if (o.output != f.index || !applies(o, t)) continue;
       const EntryRef in = t.inputs[o.input];
       if (root[in.node][in.index] == EntryRef{e.node, e.index}) return true;
     }

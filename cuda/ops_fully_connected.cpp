@@ -17,19 +17,21 @@ int as_int(int64_t v, const char* op, const char* what) {
   return static_cast<int>(v);
 }
 
-// Column-major C[m,n] = op(A) op(B) (k inner), beta 0: C is overwritten, never read. With k == 0
-// the product is all zeros (set explicitly rather than relying on cuBLAS's k == 0 convention).
+// Column-major C[m,n] = op(A) op(B) (k inner); beta 0: C is overwritten, never read; beta 1: the
+// product is added to C. With k == 0 the product is all zeros (set explicitly rather than relying
+// on cuBLAS's k == 0 convention).
 void sgemm(const KernelContext& c, const char* op, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
-           int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+           int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+           float beta = 0.0f) {
   if (m <= 0 || n <= 0) return;
   Context& ctx = context_of(c);
   if (k <= 0) {
-    MNEMO_CUDA_CHECK(cudaMemsetAsync(C, 0, static_cast<size_t>(m * n) * sizeof(float), ctx.stream));
+    if (beta == 0.0f) MNEMO_CUDA_CHECK(cudaMemsetAsync(C, 0, static_cast<size_t>(m * n) * sizeof(float), ctx.stream));
     return;
   }
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f;
   MNEMO_CUBLAS_CHECK(cublasSgemm(ctx.cublas, ta, tb, as_int(m, op, "m"), as_int(n, op, "n"), as_int(k, op, "k"), &one,
-                                 A, as_int(lda, op, "lda"), B, as_int(ldb, op, "ldb"), &zero, C,
+                                 A, as_int(lda, op, "lda"), B, as_int(ldb, op, "ldb"), &beta, C,
                                  as_int(ldc, op, "ldc")));
 }
 
@@ -48,11 +50,21 @@ void fc_grad_data(const KernelContext& c) {
         c.in[0].as<float>(), M, c.out[0].as<float>(), D);
 }
 
-// dw[M,D] = dy[N,M]^T x[N,D]:  column-major dw^T[D,M] = x^T[D,N] (dy^T[M,N])^T.
+// dw[M,D] = dy[N,M]^T x[N,D] (+ sum[M,D]):  column-major dw^T[D,M] = x^T[D,N] (dy^T[M,N])^T, with
+// beta 1 on a copy of the sum (none needed when the planner put dw in the sum's place).
 void fc_grad_weight(const KernelContext& c) {
   const int64_t N = c.in[0].dim(0), M = c.in[0].dim(1), D = c.in[1].dim(1);
+  float* dw = c.out[0].as<float>();
+  float beta = 0.0f;
+  if (c.in.size() == 3) {
+    const float* sum = c.in[2].as<float>();
+    if (sum != dw)
+      MNEMO_CUDA_CHECK(cudaMemcpyAsync(dw, sum, static_cast<size_t>(M * D) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       context_of(c).stream));
+    beta = 1.0f;
+  }
   sgemm(c, "fully_connected_grad_weight", CUBLAS_OP_N, CUBLAS_OP_T, D, M, N, c.in[1].as<float>(), D,
-        c.in[0].as<float>(), M, c.out[0].as<float>(), D);
+        c.in[0].as<float>(), M, dw, D, beta);
 }
 
 // db[M] = sum over n of dy[n,:], rows in order (bitwise the CPU's float sum).

@@ -140,7 +140,8 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       if (aliased_input(node, j)) continue;
       const auto& ip = node.op->inplace;
-      if (std::any_of(ip.begin(), ip.end(), [&](const InplaceOption& o) { return o.output == static_cast<int>(j); })) continue;
+      if (std::any_of(ip.begin(), ip.end(), [&](const InplaceOption& o) { return o.output == static_cast<int>(j) && applies(o, node); }))
+        continue;
       step_own[id] += mib(static_cast<int64_t>(node.outputs[j].bytes()));
     }
   }

@@ -62,7 +62,7 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
       int b = -1;
       if (allow_inplace) {
         for (const InplaceOption& o : node.op->inplace) {
-          if (o.output != static_cast<int>(j)) continue;
+          if (o.output != static_cast<int>(j) || !applies(o, node)) continue;
           const EntryRef in = node.inputs[o.input];
           const int cand = l.entry_buffer[in.node][in.index];
           if (cand < 0 || pinned[cand] || refs[cand] != 1) continue;

@@ -53,7 +53,9 @@ Items items_of(const Graph& g) {
       const int64_t b = static_cast<int64_t>(node.outputs[j].bytes());
       bool capable = false;
       for (const InplaceOption& o : node.op->inplace)
-        if (o.output == static_cast<int>(j) && static_cast<int64_t>(g.type(node.inputs[o.input]).bytes()) == b) capable = true;
+        if (o.output == static_cast<int>(j) && applies(o, node) &&
+            static_cast<int64_t>(g.type(node.inputs[o.input]).bytes()) == b)
+          capable = true;
       id[v][j] = static_cast<int>(it.bytes.size());
       it.bytes.push_back(align_up(b));
       it.producer.push_back(v);

@@ -1,11 +1,13 @@
 // Fully connected (dense) layer in the PyTorch Linear layout, and its backward ops.
 //   fully_connected(x[N,D], w[M,D] [, b[M]])      y[N,M]  = x w^T (+ b)
 //   fully_connected_grad_data(dy[N,M], w[M,D])     dx[N,D] = dy w
-//   fully_connected_grad_weight(dy[N,M], x[N,D])   dw[M,D] = dy^T x
+//   fully_connected_grad_weight(dy[N,M], x[N,D] [, sum[M,D]])   dw[M,D] = dy^T x (+ sum)
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
 // N batch, D input features, M output features. The GEMMs are oneDNN's sgemm (float32) and
 // Eigen's (float64), both multithreaded with OpenMP; each costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
+
+#include <cstring>
 
 #include "ops/common.h"
 
@@ -46,19 +48,25 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
 // shapes (tools/gemm_vs_pytorch.py; docs/BENCHMARKS.md "GEMM libraries"): on y = x w^T at
 // 32x512->5000, 2 threads, about 100 GFLOP/s against Eigen's 55 and MKL's 51 (MKL takes a slow path
 // on AMD CPUs). ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
+// beta: 0 overwrites C, 1 adds the product to it.
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
-    const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+    const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
     MNEMO_CHECK(st == dnnl_success) << "oneDNN sgemm failed with status " << static_cast<int>(st) << " for M=" << M
                                     << " N=" << N << " K=" << K;
   } else {
     using Map = Eigen::Map<const Mat<T>>;
     MatMap<T> c(C, M, N);
-    if (!ta && !tb) c.noalias() = Map(A, M, K) * Map(B, K, N);
-    else if (!ta && tb) c.noalias() = Map(A, M, K) * Map(B, N, K).transpose();
-    else if (ta && !tb) c.noalias() = Map(A, K, M).transpose() * Map(B, K, N);
-    else c.noalias() = Map(A, K, M).transpose() * Map(B, N, K).transpose();
+    MNEMO_ASSERT(beta == T(0) || beta == T(1)) << "gemm: beta must be 0 or 1";
+    auto store = [&](const auto& product) {
+      if (beta == T(0)) c.noalias() = product;
+      else c.noalias() += product;
+    };
+    if (!ta && !tb) store(Map(A, M, K) * Map(B, K, N));
+    else if (!ta && tb) store(Map(A, M, K) * Map(B, N, K).transpose());
+    else if (ta && !tb) store(Map(A, K, M).transpose() * Map(B, K, N));
+    else store(Map(A, K, M).transpose() * Map(B, N, K).transpose());
   }
 }
 
@@ -110,13 +118,27 @@ std::vector<TensorType> infer_grad_weight(const void*, std::span<const TensorTyp
   MNEMO_CHECK(dy.dtype == x.dtype && dy.shape[0] == x.shape[0])
       << "fully_connected_grad_weight: dy [N,M] and x [N,D] must agree on N and dtype, got " << dy.str() << " and "
       << x.str();
-  return {TensorType{dy.dtype, {dy.shape[1], x.shape[1]}}};
+  const TensorType dw{dy.dtype, {dy.shape[1], x.shape[1]}};
+  if (in.size() == 3) {
+    MNEMO_CHECK(in[2] == dw) << "fully_connected_grad_weight: the sum to accumulate into must be " << dw.str()
+                             << " (dw's type), got " << in[2].str();
+  }
+  return {dw};
 }
 
 void grad_weight_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_weight", [&]<class T>() {
     const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1), d = c.in[1].dim(1);
-    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // dw = dy^T x
+    T* dw = c.out[0].as<T>();
+    if (c.in.size() == 2) {
+      gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw);  // dw = dy^T x
+      return;
+    }
+    // dw = sum + dy^T x: the GEMM accumulates into the output holding the sum (in place when the
+    // planner put it there, else copied first), one pass over dw instead of a product and an add.
+    const T* sum = c.in[2].as<T>();
+    if (sum != dw) std::memcpy(dw, sum, static_cast<size_t>(m * d) * sizeof(T));
+    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(1));
   });
 }
 
@@ -189,14 +211,21 @@ MNEMO_REGISTER_OPS(fully_connected) {
   {
     OpDef d;
     d.name = "fully_connected_grad_weight";
-    d.doc = "backward of fully_connected: dw[M,D] = dy[N,M]^T x[N,D]";
-    d.min_inputs = d.max_inputs = 2;
+    d.doc = "backward of fully_connected: dw[M,D] = dy[N,M]^T x[N,D] (+ sum[M,D], accumulated in place)";
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.accumulates = 2;
+    d.inplace = {{2, 0}};
     d.infer = infer_grad_weight;
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
-      return Cost{gemm_flops(in[0].shape[0], in[0].shape[1], in[1].shape[1]), io_bytes(in, out)};
+      const double sum = in.size() == 3 ? static_cast<double>(out[0].numel()) : 0.0;
+      return Cost{gemm_flops(in[0].shape[0], in[0].shape[1], in[1].shape[1]) + sum, io_bytes(in, out)};
     };
     d.cpu = grad_weight_cpu;
-    d.sample = OpSample{{}, {TensorType{DType::f32, {3, 5}}, TensorType{DType::f32, {3, 4}}}};
+    // The sample takes the accumulating form (its in-place option is checked on it); the plain form
+    // is tested in tests/ops/fully_connected_test.cpp.
+    d.sample = OpSample{
+        {}, {TensorType{DType::f32, {3, 5}}, TensorType{DType::f32, {3, 4}}, TensorType{DType::f32, {5, 4}}}};
     registry.add(std::move(d));
   }
   {

@@ -190,16 +190,22 @@ TEST(Autograd, SharedWeightGradientsAccumulateAsAChain) {
   EntryRef grad;
   for (const ParamGrad& pg : tg.grads)
     if (pg.param == wx) grad = pg.grad;
-  int adds = 0;
-  for (EntryRef e = grad; g.node(e.node).op->name == "add" && g.node(e.node).name.find("grad_sum") != std::string::npos;
-       e = g.node(e.node).inputs[0]) {
-    ++adds;
-    const EntryRef prev = g.node(e.node).inputs[0];
+  // fully_connected_grad_weight accumulates (OpDef::accumulates): each use's GEMM adds into the
+  // running sum of the uses before it, its third input; no `add` node.
+  int folded = 0;
+  EntryRef e = grad;
+  for (; g.node(e.node).op->name == "fully_connected_grad_weight" && g.node(e.node).inputs.size() == 3;
+       e = g.node(e.node).inputs[2]) {
+    ++folded;
+    const EntryRef prev = g.node(e.node).inputs[2];
     EXPECT_EQ(readers[prev.node], 1) << g.node(prev.node).name << " (a partial sum) has other readers";
-    // The contribution is produced right before it is added.
-    EXPECT_LT(g.node(e.node).inputs[1].node, e.node);
+    EXPECT_LT(prev.node, e.node);
   }
-  EXPECT_EQ(adds, 4) << "5 uses of wx: 4 accumulating adds";
+  EXPECT_EQ(g.node(e.node).op->name, "fully_connected_grad_weight") << "the first use's gradient starts the sum";
+  EXPECT_EQ(g.node(e.node).inputs.size(), 2u);
+  EXPECT_EQ(folded, 4) << "5 uses of wx: 4 accumulating GEMMs";
+  for (const Node& n : g.nodes())
+    if (n.op->name == "add") EXPECT_EQ(n.name.find("lstm0/wx"), std::string::npos) << n.name;
 }
 
 TEST(Autograd, BatchNormRunningStatisticsUpdatedOnceUnderRecompute) {

@@ -70,6 +70,49 @@ TEST(FullyConnected, GradWeightMatchesNaive) {  // dw[m,d] = sum_n dy[n,m] x[n,d
   }
 }
 
+// dw = sum + dy^T x (the accumulating form the gradient pass uses for weights read at many steps).
+TEST(FullyConnected, GradWeightAccumulatesIntoTheSum) {
+  for (const Sizes& s : kSizes) {
+    Tensor dy = rand64({s.n, s.m}, 21), x = rand64({s.n, s.d}, 22), sum = rand64({s.m, s.d}, 23);
+    Tensor ref(DType::f64, {s.m, s.d});
+    for (int64_t m = 0; m < s.m; ++m)
+      for (int64_t d = 0; d < s.d; ++d) {
+        double acc = 0;
+        for (int64_t n = 0; n < s.n; ++n) acc += get(dy, n * s.m + m) * get(x, n * s.d + d);
+        set(ref, m * s.d + d, get(sum, m * s.d + d) + acc);
+      }
+    EXPECT_LE(max_rel_diff(run("fully_connected_grad_weight", {&dy, &x, &sum})[0], ref), 1e-12);
+  }
+}
+
+// In place (the output is the sum's buffer, as the planner puts it) and out of place give the same
+// bits, float32 and float64, so every memory mode sums weight gradients identically.
+TEST(FullyConnected, GradWeightAccumulatesInPlaceBitwiseAsOutOfPlace) {
+  const OpDef* op = op_registry().find("fully_connected_grad_weight");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->accumulates, 2);
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Sizes& s : kSizes) {
+      Tensor dy = cast(rand64({s.n, s.m}, 24), dt), x = cast(rand64({s.n, s.d}, 25), dt);
+      Tensor sum = cast(rand64({s.m, s.d}, 26), dt);
+      Tensor apart(dt, {s.m, s.d}), inplace = clone(sum);
+      const TensorView out_apart[] = {apart.view()}, out_inplace[] = {inplace.view()};
+      const TensorView in_apart[] = {dy.view(), x.view(), sum.view()}, in_inplace[] = {dy.view(), x.view(), inplace.view()};
+      op->cpu(KernelContext{in_apart, out_apart});
+      op->cpu(KernelContext{in_inplace, out_inplace});
+      ASSERT_EQ(std::memcmp(apart.data(), inplace.data(), apart.bytes()), 0) << dtype_name(dt) << " " << s.n << "x" << s.d << "x" << s.m;
+      const std::vector<Tensor> executed = run("fully_connected_grad_weight", {&dy, &x, &sum});  // the executor
+      EXPECT_EQ(std::memcmp(apart.data(), executed[0].data(), apart.bytes()), 0) << dtype_name(dt);
+    }
+  }
+}
+
+TEST(FullyConnected, GradWeightRefusesASumOfAnotherShape) {
+  Tensor dy = rand64({3, 5}, 1), x = rand64({3, 4}, 2), bad = rand64({4, 5}, 3);
+  const std::string e = error_of([&] { run("fully_connected_grad_weight", {&dy, &x, &bad}); });
+  EXPECT_NE(e.find("the sum to accumulate into must be float64[5,4]"), std::string::npos) << e;
+}
+
 TEST(FullyConnected, GradBiasMatchesNaiveAndIsDeterministic) {  // db[m] = sum_n dy[n,m]
   for (const Sizes& s : kSizes) {
     Tensor dy = rand64({s.n, s.m}, 10);
