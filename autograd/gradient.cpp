@@ -104,13 +104,9 @@ void Builder::schedule(int root) {
 
 void Builder::accumulate(EntryRef target, EntryRef c, int source) {
   auto it = grad_.find(target);
-  if (it != grad_.end() && fold_into(c, it->second)) {
-    schedule(c.node);
-    it->second = c;
-    return;
-  }
+  const bool folded = it != grad_.end() && fold_into(c, it->second);  // (before scheduling c)
   schedule(c.node);
-  if (it == grad_.end()) {
+  if (it == grad_.end() || folded) {
     grad_[target] = c;
     return;
   }
@@ -123,12 +119,11 @@ void Builder::accumulate(EntryRef target, EntryRef c, int source) {
 
 // Gives the node of `c` the running sum `sum` as its accumulator input (OpDef::accumulates) when
 // its op has one and `c` is a fresh gradient nothing else reads yet; then `c` is the new sum.
+// (Both are gradients of one entry, so their types agree: build() asserts each contribution's.)
 bool Builder::fold_into(EntryRef c, EntryRef sum) {
   Node& n = g_.node(c.node);
   const int acc = n.op->accumulates;
-  if (acc < 0 || c.index != 0 || scheduled_[c.node] || static_cast<int>(n.inputs.size()) != acc ||
-      g_.type(sum) != n.outputs[0])
-    return false;
+  if (acc < 0 || c.index != 0 || scheduled_[c.node] || static_cast<int>(n.inputs.size()) != acc) return false;
   for (size_t id = c.node + 1; id < g_.size(); ++id)
     for (const EntryRef& e : g_.node(static_cast<int>(id)).inputs)
       if (e.node == c.node) return false;

@@ -26,9 +26,19 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Kept equal to kFcShapes in tools/bench_ops.cpp: (N rows, D inputs, M outputs).
-SHAPES = [(32, 512, 2048), (32, 512, 5000), (64, 1024, 4096)]
 PASSES = ["fwd", "bwd_data", "bwd_weight"]
+
+
+def shapes_of(rates):
+    """(N rows, D inputs, M outputs) of bench_ops' fc/NxD->M/... benchmarks, in their order: the
+    shapes come from bench_ops (kFcShapes), not from a second list here."""
+    shapes = []
+    for name in rates:
+        n, rest = name.split("/")[1].split("x")
+        d, m = rest.split("->")
+        if (int(n), int(d), int(m)) not in shapes:
+            shapes.append((int(n), int(d), int(m)))
+    return shapes
 
 TORCH_BENCH = r"""
 import json, sys, time, torch
@@ -101,9 +111,9 @@ def run_bench(bench, threads, min_time):
     return rates
 
 
-def run_torch(python, threads, min_time):
+def run_torch(python, threads, min_time, shapes):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    r = subprocess.run([python, "-c", TORCH_BENCH, str(threads), str(min_time), json.dumps(SHAPES)],
+    r = subprocess.run([python, "-c", TORCH_BENCH, str(threads), str(min_time), json.dumps(shapes)],
                        env=env, capture_output=True, text=True)
     if r.returncode != 0:
         die(f"PyTorch benchmark with {python} failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
@@ -132,7 +142,7 @@ def main():
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}: bench_ops, then PyTorch", flush=True)
         ours.append(run_bench(bench, a.threads, a.min_time))
-        t = run_torch(a.python, a.threads, a.min_time)
+        t = run_torch(a.python, a.threads, a.min_time, shapes_of(ours[0]))
         version = t["torch"]
         theirs.append(t["rates"])
 
@@ -143,7 +153,7 @@ def main():
     print("| shape | pass | op | " + " | ".join(libs) + " | torch | op / torch (every round) |")
     print("|---|---|---:|" + "---:|" * len(libs) + "---:|---|")
     worst = None
-    for n, d, m in SHAPES:
+    for n, d, m in shapes_of(ours[0]):
         for p in PASSES:
             key = f"fc/{n}x{d}->{m}/{p}"
             med = lambda rows, k: statistics.median(row[k] for row in rows)
