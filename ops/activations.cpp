@@ -21,13 +21,18 @@ struct Relu {
   template <class T> static T df(T y, T dy) { return y <= T(0) ? T(0) : dy; }
   static constexpr bool kCheap = true;
 };
+// sigmoid and tanh run as Eigen's vectorised array functions (`vec`): for float32 rational
+// approximations within a few ulp of the exact values, several times faster than scalar
+// std::exp / std::tanh; f stays the scalar definition.
 struct Sigmoid {
   template <class T> static T f(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class X> static auto vec(const X& x) { return x.logistic(); }
   template <class T> static T df(T y, T dy) { return dy * y * (T(1) - y); }
   static constexpr bool kCheap = false;  // exp per element: not dropped by drop-bn-relu
 };
 struct Tanh {
   template <class T> static T f(T x) { return std::tanh(x); }
+  template <class X> static auto vec(const X& x) { return x.tanh(); }
   template <class T> static T df(T y, T dy) { return dy * (T(1) - y * y); }
   static constexpr bool kCheap = false;
 };
@@ -38,7 +43,11 @@ void forward_cpu(const KernelContext& c) {
     const T* x = c.in[0].as<T>();
     T* y = c.out[0].as<T>();
     parallel_range(c.out[0].numel(), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) y[i] = A::f(x[i]);
+      if constexpr (requires { A::vec(Eigen::ArrayXf()); }) {
+        vectorized_map(x + b, y + b, e - b, [](const auto& v) { return A::vec(v); });
+      } else {
+        for (int64_t i = b; i < e; ++i) y[i] = A::f(x[i]);
+      }
     });
   });
 }

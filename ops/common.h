@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
 #include "core/graph.h"
@@ -59,6 +60,28 @@ void parallel_for(int64_t n, F&& f) {
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+// y[i] = f(x[i]) for i in [0, n), f an Eigen array function (e.g. [](const auto& v) { return
+// v.tanh(); }), through Eigen's vectorised (packet) code for every element: each chunk is copied
+// into an aligned buffer padded with zeros to a whole number of 64-byte packets, so no element
+// takes Eigen's scalar path for unaligned heads or short tails. Each result then depends only on
+// its input value, not on the buffer's address, the chunking or the thread count (memory modes and
+// orders place buffers differently and must agree bit for bit). y may equal x. (float64 functions
+// without a packet version, e.g. tanh, run Eigen's scalar std:: calls: also address-independent.)
+template <class T, class F>
+void vectorized_map(const T* x, T* y, int64_t n, F&& f) {
+  constexpr int64_t kChunk = 512, kPad = 64 / sizeof(T);
+  alignas(64) T buf[kChunk];
+  using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t m = std::min(kChunk, n - b), padded = (m + kPad - 1) / kPad * kPad;
+    std::copy(x + b, x + b + m, buf);
+    std::fill(buf + m, buf + padded, T(0));
+    Eigen::Map<A, Eigen::Aligned64> v(buf, padded);
+    v = f(v);
+    std::copy(buf, buf + m, y + b);
+  }
 }
 
 inline void require_float(const TensorType& t, const char* what) {

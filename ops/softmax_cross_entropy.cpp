@@ -5,6 +5,8 @@
 //   softmax_cross_entropy_grad(logits[N,C], labels[N], dloss[]) -> dlogits[N,C]
 //       dlogits[n,c] = (softmax(z[n])[c] - [c == label_n]) * dloss / N
 // Backward recomputes the softmax from the logits (no probability tensor is kept alive).
+// exp is Eigen's vectorised one; the row sums have a fixed order (lane_sum), so results do not
+// depend on where the buffers are.
 // Labels outside [0, C) are an error naming the batch index. The per-row losses go to the workspace
 // and are summed in row order, so the loss does not depend on the thread count.
 #include "ops/common.h"
@@ -40,14 +42,49 @@ void for_rows(int64_t rows, int64_t cols, F&& f) {
   }
 }
 
-// Row maximum and sum of exp(z - max).
+// Sum of x[0, n) in a fixed order whatever the address: 8 running sums (lane k takes the
+// elements j = k mod 8), then added in lane order. The compiler keeps the lanes in one vector
+// register; the result depends only on the values, so every memory mode (different buffer
+// addresses) gets the same bits.
 template <class T>
-std::pair<T, T> max_and_sum(const T* z, int64_t c) {
+T lane_sum(const T* x, int64_t n) {
+  T acc[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[j + k];
+  for (int k = 0; j < n; ++j, ++k) acc[k] += x[j];
+  T s = 0;
+  for (int k = 0; k < 8; ++k) s += acc[k];
+  return s;
+}
+
+// y = exp(x - m) over n elements with Eigen's vectorised exp (y may alias x; every element through
+// the packet path: vectorized_map).
+template <class T>
+void exp_shifted(const T* x, T m, T* y, int64_t n) {
+  vectorized_map(x, y, n, [m](const auto& v) { return (v - m).exp(); });
+}
+
+template <class T>
+T row_max(const T* z, int64_t c) {
   T m = z[0];
   for (int64_t j = 1; j < c; ++j) m = std::max(m, z[j]);
-  T s = 0;
-  for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
-  return {m, s};
+  return m;
+}
+
+// Row maximum and sum of exp(z - max), the exponentials through a small buffer.
+template <class T>
+std::pair<T, T> max_and_sum(const T* z, int64_t c) {
+  const T m = row_max(z, c);
+  constexpr int64_t kChunk = 1024;
+  T buf[kChunk];
+  T acc = 0;
+  for (int64_t b = 0; b < c; b += kChunk) {
+    const int64_t n = std::min(kChunk, c - b);
+    exp_shifted(z + b, m, buf, n);
+    acc += lane_sum(buf, n);
+  }
+  return {m, acc};
 }
 
 std::vector<TensorType> infer_loss(const void*, std::span<const TensorType> in) {
@@ -83,7 +120,7 @@ std::vector<TensorType> infer_grad(const void*, std::span<const TensorType> in) 
   return {in[0]};
 }
 
-// dz may alias z: each row is read whole (max, sum) before it is overwritten element by element.
+// dz may alias z: each row's maximum is read whole before exp(z - max) overwrites it in place.
 void grad_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "softmax_cross_entropy_grad", [&]<class T>() {
     const int64_t rows = c.in[0].dim(0), cols = c.in[0].dim(1);
@@ -95,9 +132,11 @@ void grad_cpu(const KernelContext& c) {
     for_rows(rows, cols, [&](int64_t n) {
       const T* zn = z + n * cols;
       T* dn = dz + n * cols;
-      auto [m, s] = max_and_sum(zn, cols);
+      const T m = row_max(zn, cols);
+      exp_shifted(zn, m, dn, cols);  // (the whole row's max is read before dn overwrites it)
+      const T s = lane_sum(dn, cols);
       const int64_t label = labels[n];
-      for (int64_t j = 0; j < cols; ++j) dn[j] = (std::exp(zn[j] - m) / s - (j == label ? T(1) : T(0))) * scale;
+      for (int64_t j = 0; j < cols; ++j) dn[j] = (dn[j] / s - (j == label ? T(1) : T(0))) * scale;
     });
   });
 }

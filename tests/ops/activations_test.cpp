@@ -1,5 +1,6 @@
 // relu, sigmoid, tanh, their backward ops and constant against naive float64 loops.
 #include <cmath>
+#include <cstring>
 
 #include "test_util.h"
 
@@ -33,6 +34,31 @@ TEST(Activations, ForwardAndBackwardMatchNaiveLoops) {
       for (int64_t i = 0; i < x.numel(); ++i) set(dref, i, a.df(get(ref, i), get(dy, i)));
       EXPECT_LE(max_rel_diff(dx, dref), 1e-15) << a.name << "_grad " << shape_str(shape);
     }
+  }
+}
+
+// sigmoid and tanh (Eigen's vectorised functions) give bitwise the same values at every address
+// alignment and every length: each element goes through the same packet code (vectorized_map).
+TEST(Activations, BitwiseTheSameAtEveryAlignment) {
+  for (const char* op : {"sigmoid", "tanh"}) {
+    const OpDef& d = op_registry().get(op);
+    const int64_t n = 1000;
+    const Tensor x = cast(rand64({n}, 12, 3.0), DType::f32);
+    std::vector<float> ref(static_cast<size_t>(n));
+    for (int shift = 0; shift < 8; ++shift)
+      for (int64_t len : {n, int64_t{13}}) {
+        std::vector<float> xb(static_cast<size_t>(n + 8)), yb(static_cast<size_t>(n + 8));
+        std::memcpy(xb.data() + shift, x.data(), static_cast<size_t>(len) * sizeof(float));
+        const TensorType t{DType::f32, {len}};
+        std::vector<TensorView> in{{xb.data() + shift, t}}, out{{yb.data() + shift, t}};
+        d.cpu({in, out, nullptr});
+        if (shift == 0 && len == n) {
+          std::memcpy(ref.data(), yb.data(), static_cast<size_t>(n) * sizeof(float));
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(yb.data() + shift, ref.data(), static_cast<size_t>(len) * sizeof(float)), 0)
+            << op << " shift " << shift << " length " << len;
+      }
   }
 }
 

@@ -80,6 +80,37 @@ TEST(SoftmaxCrossEntropy, GradMatchesNaive) {
   }
 }
 
+// The same logits at another address (shifted by 1 to 7 floats, so the vectorised exp and the row
+// sums see every alignment) give bitwise the same loss and gradient: memory modes and orders place
+// buffers differently and must still agree bit for bit.
+TEST(SoftmaxCrossEntropy, BitwiseTheSameAtEveryAlignment) {
+  const int64_t n = 3, c = 1037;
+  const Tensor z = cast(logits64(n, c, 5), DType::f32), l = labels_of(n, c, 6);
+  const OpDef& loss = op_registry().get("softmax_cross_entropy");
+  const OpDef& grad = op_registry().get("softmax_cross_entropy_grad");
+  Tensor d(DType::f32, {});
+  d.as<float>()[0] = 0.7f;
+  std::vector<float> ref_loss_bits, ref_grad_bits;
+  for (int shift = 0; shift < 8; ++shift) {
+    std::vector<float> zbuf(static_cast<size_t>(n * c + 8)), gbuf(static_cast<size_t>(n * c + 8)), ws(static_cast<size_t>(n + 8));
+    std::memcpy(zbuf.data() + shift, z.data(), z.bytes());
+    const TensorView zv{zbuf.data() + shift, z.type()}, gv{gbuf.data() + shift, z.type()};
+    float out = 0;
+    const TensorView ov{&out, TensorType{DType::f32, {}}};
+    std::vector<TensorView> in{zv, l.view()}, o{ov};
+    loss.cpu({in, o, nullptr, ws.data() + shift, static_cast<size_t>(n) * sizeof(float)});
+    std::vector<TensorView> gin{zv, l.view(), d.view()}, go{gv};
+    grad.cpu({gin, go, nullptr});
+    std::vector<float> g(gbuf.begin() + shift, gbuf.begin() + shift + n * c);
+    if (shift == 0) {
+      ref_loss_bits = {out}, ref_grad_bits = g;
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(&out, ref_loss_bits.data(), sizeof(float)), 0) << "loss, shift " << shift;
+    EXPECT_EQ(std::memcmp(g.data(), ref_grad_bits.data(), g.size() * sizeof(float)), 0) << "gradient, shift " << shift;
+  }
+}
+
 // Logits near 1000 overflow exp(); the shifted computation gives the loss of z - 1000 (shift invariance).
 TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
   Tensor z = logits64(4, 6, 5, 3.0), l = labels_of(4, 6, 6);
