@@ -42,6 +42,14 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
       Layer& ly = layer[l];
       const std::string s = "lstm" + std::to_string(l) + "/step" + std::to_string(t);
       EntryRef gates = b.op("fully_connected", {h_in, ly.wx, ly.bias}, {}, s + "/gates_x");
+      if (c.fused_cell) {  // one lstm_cell node: the gates' sum and the elementwise tail
+        std::vector<EntryRef> in{gates};
+        if (t > 0) in = {gates, ly.c, b.op("fully_connected", {ly.h, ly.wh}, {}, s + "/gates_h")};
+        auto out = b.op_n("lstm_cell", in, {}, s + "/cell");
+        ly.h = out[0], ly.c = out[1];
+        h_in = ly.h;
+        continue;
+      }
       if (t > 0) gates = b.op("add", {gates, b.op("fully_connected", {ly.h, ly.wh}, {}, s + "/gates_h")}, {}, s + "/gates");
       auto parts = b.op_n("split", {gates}, {{"axis", int64_t{1}}, {"parts", int64_t{4}}}, s + "/split");
       EntryRef i = b.op("sigmoid", {parts[0]}, {}, s + "/i");

@@ -6,6 +6,9 @@
 // Gate order i, f, g, o and layouts as PyTorch's LSTMCell (bias = b_ih + b_hh). Output: per-step
 // classifier fc(h_t) with softmax cross-entropy against labels[T, N], loss = mean over steps; or
 // one classifier on the last step's h against labels[N].
+// fused_cell: the split, activations, muls and adds of a step (and the gates' sum) as one
+// lstm_cell node (ops/lstm_cell.cpp) with its own backward: fewer passes over memory, fewer nodes
+// for the planners, the same values up to float rounding.
 #pragma once
 #include "models/resnet.h"
 
@@ -15,6 +18,7 @@ struct LstmConfig {
   int64_t steps = 64, batch = 64, input = 50, hidden = 1024, layers = 4, classes = 5000;
   bool per_step = true;  // false: one classifier at the end
   DType dtype = DType::f32;
+  bool fused_cell = false;  // true: one lstm_cell node per step (model.cell: fused)
 };
 
 BuiltModel build_lstm_model(const LstmConfig& c);

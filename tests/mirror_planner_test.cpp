@@ -1,5 +1,5 @@
 // Mirror planners: every memory mode gives losses, gradients and running statistics bitwise
-// identical to `none` (ResNet with BN, the LSTM, a generic DAG, MobileNet-v2, DenseNet-121,
+// identical to `none` (ResNet with BN, the LSTM (fine-grained and fused cells), a generic DAG, MobileNet-v2, DenseNet-121,
 // Inception-v3 and a DARTS network at small inputs); the planners' structure (cuts at
 // residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
@@ -25,6 +25,11 @@ Config small_lstm() {
                       "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
                       "train: {steps: 1}\n", "lstm.yaml");
 }
+Config small_lstm_fused() {
+  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true, cell: fused}\n"
+                      "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
+                      "train: {steps: 1}\n", "lstm-fused.yaml");
+}
 Config graph_config() { return load_config(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml"); }
 // Zoo models at small inputs: depthwise convolutions, relu6 and inverted residuals; dense
 // concatenations; Inception's branches and factorised kernels.
@@ -34,7 +39,7 @@ Config zoo(const std::string& model, const std::string& shape, int batch) {
                       "zoo.yaml");
 }
 const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts",
-                                          "amoebanet"};
+                                          "amoebanet", "lstm_fused"};
 Config model_config(int i) {
   switch (i) {
     case 0: return small_resnet();
@@ -44,6 +49,7 @@ Config model_config(int i) {
     case 4: return zoo("{type: densenet, depth: 121}", "[3, 32, 32]", 2);
     case 5: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
     case 6: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
+    case 8: return small_lstm_fused();
     default: {  // AmoebaNet's cells (sep_conv_7x7, conv_7x1_1x7 with its 1x2 and 2x1 strides), shrunk
       Config c = load_config(MNEMO_SOURCE_DIR "/configs/table2/amoebanet.yaml");
       c.zoo.init_channels = 4, c.zoo.layers = 5, c.data.shape = {3, 16, 16}, c.data.batch = 2;

@@ -157,6 +157,19 @@ TEST(PytorchMatch, Lstm2Layers3StepsPerStepLoss) {
   match_pytorch(m, "lstm");
 }
 
+// The same fixture with each step's tail as one lstm_cell node (model.cell: fused).
+TEST(PytorchMatch, Lstm2Layers3StepsFusedCell) {
+  LstmConfig c;
+  c.steps = 3, c.batch = 4, c.input = 5, c.hidden = 6, c.layers = 2, c.classes = 7;
+  c.per_step = true;
+  c.fused_cell = true;
+  BuiltModel m = build_lstm_model(c);
+  int cells = 0;
+  for (size_t id = 0; id < m.builder.graph().size(); ++id) cells += m.builder.graph().node(static_cast<int>(id)).op->name == "lstm_cell";
+  EXPECT_EQ(cells, 6);
+  match_pytorch(m, "lstm");
+}
+
 // torchvision's DenseNet(growth 4, blocks (2, 2), init 8, bn_size 2): dense concatenations,
 // transitions with average pooling, parameter names mapped from torchvision's.
 TEST(PytorchMatch, SmallDenseNet) {

@@ -259,6 +259,7 @@ void parse_model(Section& m, Config& c) {
     l.hidden = m.get_int("hidden", 128, 1, 1 << 20);
     l.steps = m.get_int("steps", 0, 0, 1 << 20);  // 0: from the data
     l.per_step = m.get_bool("per_step", false);
+    l.fused_cell = m.get_string("cell", "ops", {"ops", "fused"}) == "fused";
   } else {
     GraphModelConfig& g = c.graph;
     g.where = m.where(m.node());
