@@ -2,7 +2,7 @@
 # Step times of mnemo against PyTorch (CPU, float32) on the same models, in one run; prints a markdown table.
 #
 #   tools/compare_pytorch.sh [MNEMO [THREADS]] [--mnemo PATH] [--threads T] [--steps N] [--warmup K] [--rounds R]
-#                            [--python PATH] [--models resnet56,lstm,densenet121,inception_v3]
+#                            [--python PATH] [--models resnet56,lstm,lstm-fused,densenet121,inception_v3]
 #
 # MNEMO: the mnemo binary (default build/mnemo; a relative path is tried from the current directory, then from the
 # repository root). THREADS (default 2): OMP_NUM_THREADS for mnemo and torch.set_num_threads for PyTorch.
@@ -10,7 +10,8 @@
 # /work/venv-torch/bin/python, or $TORCH_PYTHON) must have torch installed. Builds and installs nothing.
 #
 # Models (--models, default resnet56,lstm): configs/resnet56-cifar.yaml (--memory share) against bench_pytorch.py
-# resnet56, configs/bench-lstm-2x512.yaml against lstm, configs/table2/densenet121.yaml and inception_v3.yaml at
+# resnet56, configs/bench-lstm-2x512.yaml against lstm (lstm-fused: configs/bench-lstm-2x512-fused.yaml, the same
+# LSTM with model.cell: fused, against the same PyTorch LSTM), configs/table2/densenet121.yaml and inception_v3.yaml at
 # batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model, mnemo (memory share and
 # sublinear) and PyTorch twice: with glibc's defaults and with the tuned allocator (MALLOC_MMAP_THRESHOLD_ and
 # MALLOC_TRIM_THRESHOLD_ raised, so freed buffers are kept), plus PyTorch's checkpointed variants with the tuned
@@ -66,15 +67,17 @@ torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/nul
 cd "$root"
 IFS=, read -r -a models <<<"$model_list"
 declare -A config=([resnet56]=configs/resnet56-cifar.yaml [lstm]=configs/bench-lstm-2x512.yaml
+                   [lstm-fused]=configs/bench-lstm-2x512-fused.yaml
                    [densenet121]=configs/table2/densenet121.yaml [inception_v3]=configs/table2/inception_v3.yaml)
 declare -A batch_of=([densenet121]=8 [inception_v3]=8)
-for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (resnet56, lstm, densenet121, inception_v3)"; done
+for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (resnet56, lstm, lstm-fused, densenet121, inception_v3)"; done
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
 # PyTorch's glibc settings that keep freed buffers instead of returning them to the OS (its "tuned allocator").
 tuned_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184)
-declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8")
+declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8" [lstm-fused]="segment:8")
+declare -A torch_model=([lstm-fused]=lstm)  # the PyTorch model a mnemo config is compared with (default: its name)
 run_mnemo() {  # model round mode
   local bflag=()
   [[ -n ${batch_of[$1]:-} ]] && bflag=(--batch "${batch_of[$1]}")
@@ -89,7 +92,7 @@ run_torch() {  # model round tuned(0/1) checkpoint
   [[ $3 == 1 ]] && envs=("${tuned_env[@]}") && label="PyTorch tuned"
   [[ $4 != none ]] && label="$label checkpoint $4"
   echo "round $2/$rounds: $label $1 ..." >&2
-  line=$(env "${envs[@]}" "$python" tools/bench_pytorch.py --model "$1" --threads "$threads" --steps "$steps" --warmup "$warmup" \
+  line=$(env "${envs[@]}" "$python" tools/bench_pytorch.py --model "${torch_model[$1]:-$1}" --threads "$threads" --steps "$steps" --warmup "$warmup" \
          --checkpoint "$4" "${bflag[@]}") || die "tools/bench_pytorch.py --model $1 --checkpoint $4 failed"
   printf '{"framework": "pytorch", "variant": "%s", "model": "%s", "round": %d, "result": %s}\n' "$label" "$1" "$2" "$line" >>"$results"
 }
@@ -115,6 +118,7 @@ import json, statistics, sys
 path, threads = sys.argv[1], int(sys.argv[2])
 runs = [json.loads(l) for l in open(path)]
 names = {"resnet56": "ResNet-56 CIFAR (3x32x32, 10 classes)", "lstm": "LSTM 2x512, 64 steps, in 50, 5000 classes",
+         "lstm-fused": "LSTM 2x512 as above, mnemo with model.cell: fused",
          "densenet121": "DenseNet-121 (3x224x224, 1000 classes)", "inception_v3": "Inception-v3 (3x299x299, 1000 classes)"}
 models = list(dict.fromkeys(r["model"] for r in runs))
 notes, targets = [], []
