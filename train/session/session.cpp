@@ -1,6 +1,7 @@
 // Training sessions (see session.h).
 #include "train/session/session.h"
 
+#include <malloc.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -34,12 +35,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-int64_t peak_rss_bytes() {
+int64_t status_bytes(const char* key) {  // a "kB" line of /proc/self/status, in bytes (0 if absent)
   std::ifstream in("/proc/self/status");
   std::string line;
+  const size_t n = std::strlen(key);
   while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    if (line.compare(0, n, key) == 0) return std::stoll(line.substr(n)) * 1024;
   return 0;
+}
+int64_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
+
+// After planning: the planner's temporary graphs are freed; glibc's freed pages are returned
+// (malloc_trim) and the kernel's peak-RSS mark is reset to the current RSS (clear_refs 5), so the
+// run's peak growth is measured from here and can be compared with the planned total. Returns
+// the RSS to measure from, or -1 where the mark cannot be reset (then the growth counts from the
+// start, planning included).
+int64_t reset_peak_rss() {
+  malloc_trim(0);
+  std::ofstream out("/proc/self/clear_refs");
+  if (!(out << "5" << std::flush)) return -1;
+  out.close();
+  if (!out) return -1;
+  return status_bytes("VmRSS:");
 }
 
 std::string hms(double s) {
@@ -137,6 +154,9 @@ class Trainer {
   std::unique_ptr<Device> device_;
   int64_t rss0_ = 0;      // before anything large is allocated (parameters, arena)
   MirrorResult planned_;  // checked against the device's memory before the stores below exist
+  int64_t plan_peak_ = 0;  // peak RSS growth up to the end of planning
+  int64_t rss_run0_ = -1;  // RSS after planning, the peak mark reset to it (-1: could not reset)
+  int64_t anon_run0_ = status_bytes("RssAnon:");  // its anonymous part (not the libraries' code pages)
   ParamStore params_;
   Sgd sgd_;
   BatchLoader loader_;
@@ -158,6 +178,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
     : opt_(opt), c_(c), train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)),
       p_(build_pipeline(c, ds_, c.data.batch)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
       planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
+      plan_peak_(peak_rss_bytes() - rss0_), rss_run0_(reset_peak_rss()),
       params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
       loader_(train_, c.data.batch, true, c.run.seed, time_major(c)) {
@@ -325,9 +346,21 @@ int Trainer::run() {
     std::printf("  the step ran as %s\n", captures ? (std::to_string(captures) + " captured graph(s), replayed").c_str()
                                                    : "kernel launches node by node");
   } else {
-    std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during the run (setup took %.1f s)\n",
-                format_bytes(step_->executor().allocated_bytes()).c_str(),
-                format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0_)).c_str(), setup_s);
+    if (rss_run0_ >= 0) {
+      const int64_t grew = std::max<int64_t>(0, peak_rss_bytes() - rss_run0_);
+      const int64_t anon = std::max<int64_t>(0, status_bytes("RssAnon:") - anon_run0_);
+      std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s after planning (%.2fx the planned "
+                  "total; anonymous memory now %s above it, the rest is library code paged in; the planner's own "
+                  "peak was %s above the start; setup took %.1f s)\n",
+                  format_bytes(step_->executor().allocated_bytes()).c_str(), format_bytes(grew).c_str(),
+                  static_cast<double>(grew) / static_cast<double>(std::max<int64_t>(1, ps.report.total_bytes)),
+                  format_bytes(anon).c_str(), format_bytes(std::max<int64_t>(0, plan_peak_)).c_str(), setup_s);
+    } else {
+      std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during the run, planning included "
+                  "(the peak mark could not be reset; setup took %.1f s)\n",
+                  format_bytes(step_->executor().allocated_bytes()).c_str(),
+                  format_bytes(std::max<int64_t>(0, peak_rss_bytes() - rss0_)).c_str(), setup_s);
+    }
   }
   return 0;
 }
