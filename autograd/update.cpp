@@ -2,7 +2,7 @@
 #include "autograd/update.h"
 
 #include <algorithm>
-#include <map>
+#include <vector>
 
 namespace mnemo {
 
@@ -13,25 +13,25 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   const int n = static_cast<int>(old.size());
   const int forward_end = tg.num_forward - 1;  // the loss check goes right after the forward nodes
   // The entry whose memory each entry is (views resolve to what they alias), and the last node
-  // reading that memory (per entry: a node's other outputs do not hold an update back).
-  std::map<EntryRef, EntryRef> root;
-  std::map<EntryRef, int> last_read;
-  auto root_of = [&](EntryRef e) {
-    auto it = root.find(e);
-    return it == root.end() ? e : it->second;
-  };
+  // reading that memory (per entry: a node's other outputs do not hold an update back). Entries
+  // are numbered node by node (first[v] + index); flat arrays, as this runs once per candidate
+  // plan in the mirror searches.
+  std::vector<int> first(static_cast<size_t>(n) + 1, 0);
+  for (int v = 0; v < n; ++v) first[v + 1] = first[v] + static_cast<int>(old.node(v).outputs.size());
+  auto slot = [&](EntryRef e) { return static_cast<size_t>(first[e.node] + e.index); };
+  std::vector<EntryRef> root(static_cast<size_t>(first[n]));
+  for (int v = 0; v < n; ++v)
+    for (int j = first[v]; j < first[v + 1]; ++j) root[static_cast<size_t>(j)] = {v, j - first[v]};
+  std::vector<int> last_read(static_cast<size_t>(first[n]), -1);
   for (int v = 0; v < n; ++v) {
     const Node& node = old.node(v);
-    if (node.is(OpKind::view)) root[{v, 0}] = root_of(node.inputs[0]);
+    if (node.is(OpKind::view)) root[slot({v, 0})] = root[slot(node.inputs[0])];
     for (const EntryRef& e : node.inputs) {
-      int& last = last_read.try_emplace(root_of(e), -1).first->second;
+      int& last = last_read[slot(root[slot(e)])];
       last = std::max(last, v);
     }
   }
-  auto last_reader = [&](EntryRef e) {
-    auto it = last_read.find(root_of(e));
-    return it == last_read.end() ? -1 : it->second;
-  };
+  auto last_reader = [&](EntryRef e) { return last_read[slot(root[slot(e)])]; };
   // Update k runs right after pos[k]: the last reader of its parameter, its gradient's producer and
   // the last reader of its gradient's memory (all after the loss check).
   std::vector<int> pos(tg.grads.size());
@@ -51,6 +51,7 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
 
   TrainingGraph out;
   Graph& g = out.graph;
+  g.reserve(static_cast<size_t>(n) + 2 * tg.grads.size() + old.state_updates.size() + 2);
   std::vector<int> new_id(n, -1);
   auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
   EntryRef lr, status;

@@ -58,6 +58,8 @@ class Graph {
   EntryRef param(const std::string& name, TensorType t, bool trainable = true);
   // Appends an already typed node (inputs must refer to earlier nodes); used by graph rewrites.
   int push(Node n);
+  // Room for `n` node names without rehashing (graph rewrites that rebuild a graph of known size).
+  void reserve(size_t n) { by_name_.reserve(n); }
 
   size_t size() const { return nodes_.size(); }
   const Node& node(int id) const { return nodes_.at(id); }
