@@ -7,7 +7,11 @@
 // Eigen's (float64), both multithreaded with OpenMP; each costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
 
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <cstring>
+#include <unordered_map>
 
 #include "ops/common.h"
 
@@ -70,7 +74,76 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
   }
 }
 
+// The float32 forward as oneDNN's matmul primitive, made once per node shape (the kernel cache of
+// CpuDevice::prepare): y = x w^T + b with the transpose as strides and the bias fused; its
+// scratchpad in the node's planned workspace (user mode: oneDNN allocates nothing). On the Intel
+// VM of 2026-11-25 it ran the LSTM's forward shapes at 141-178 GFLOP/s against sgemm's 54-90;
+// on an AMD one the two were equal (docs/BENCHMARKS.md "GEMM libraries").
+struct FcMatmul {
+  dnnl::matmul prim;
+  dnnl::memory::desc src, wei, bias, dst, scratch;
+  bool has_bias = false;
+};
+constexpr size_t kScratchAlign = 64;
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+  if (in[0].dtype != DType::f32) return {};  // float64: Eigen (fc_cpu)
+  using md = dnnl::memory::desc;
+  using dt = dnnl::memory::data_type;
+  const int64_t n = in[0].shape[0], d = in[0].shape[1], m = in[1].shape[0];
+  auto e = std::make_shared<FcMatmul>();
+  e->src = md({n, d}, dt::f32, dnnl::memory::dims{d, 1});
+  e->wei = md({d, m}, dt::f32, dnnl::memory::dims{1, d});  // w [M,D] read as w^T [D,M]
+  e->dst = md({n, m}, dt::f32, dnnl::memory::dims{m, 1});
+  e->has_bias = in.size() == 3;
+  if (e->has_bias) e->bias = md({1, m}, dt::f32, dnnl::memory::dims{m, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  try {
+    const auto pd = e->has_bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->bias, e->dst), attr, engine())
+                                : dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->dst), attr, engine());
+    e->scratch = pd.scratchpad_desc();
+    e->prim = dnnl::matmul(pd);
+  } catch (const dnnl::error& err) {
+    return {};  // no matmul for this shape: sgemm (fc_cpu)
+  }
+  const size_t ws = e->scratch.get_size() ? e->scratch.get_size() + kScratchAlign : 0;
+  return {e, ws};
+}
+
+void fc_matmul(const FcMatmul& e, const KernelContext& c) {
+  dnnl::engine& eng = engine();
+  thread_local dnnl::stream stream(eng);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(e.src, eng, const_cast<void*>(c.in[0].data))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(e.wei, eng, const_cast<void*>(c.in[1].data))},
+      {DNNL_ARG_DST, dnnl::memory(e.dst, eng, c.out[0].data)}};
+  if (e.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, const_cast<void*>(c.in[2].data)));
+  if (const size_t need = e.scratch.get_size()) {
+    MNEMO_ASSERT(c.workspace && c.workspace_bytes >= need + kScratchAlign)
+        << "fully_connected (oneDNN matmul): workspace of " << c.workspace_bytes << " bytes, needs " << need + kScratchAlign;
+    char* ws = static_cast<char*>(c.workspace);
+    ws += (kScratchAlign - reinterpret_cast<uintptr_t>(ws) % kScratchAlign) % kScratchAlign;
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratch, eng, ws));
+  }
+  try {
+    e.prim.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    MNEMO_FAIL() << "fully_connected (oneDNN matmul) failed: " << err.what();
+  }
+}
+
 void fc_cpu(const KernelContext& c) {
+  if (const auto* e = static_cast<const FcMatmul*>(c.state)) {
+    fc_matmul(*e, c);
+    return;
+  }
   dispatch_float(c.in[0].dtype(), "fully_connected", [&]<class T>() {
     const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[0].dim(1);
     gemm<T>(false, true, n, m, d, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // y = x w^T
@@ -191,6 +264,7 @@ MNEMO_REGISTER_OPS(fully_connected) {
       return Cost{gemm_flops(in[0].shape[0], in[1].shape[0], in[0].shape[1]) + bias, io_bytes(in, out)};
     };
     d.cpu = fc_cpu;
+    d.prepare = prepare_fc;
     d.sample = OpSample{
         {}, {TensorType{DType::f32, {3, 4}}, TensorType{DType::f32, {5, 4}}, TensorType{DType::f32, {5}}}};
     registry.add(std::move(d));
