@@ -3,8 +3,9 @@
 //   fully_connected_grad_data(dy[N,M], w[M,D])     dx[N,D] = dy w
 //   fully_connected_grad_weight(dy[N,M], x[N,D] [, sum[M,D]])   dw[M,D] = dy^T x (+ sum)
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
-// N batch, D input features, M output features. The GEMMs are oneDNN's sgemm (float32) and
-// Eigen's (float64), both multithreaded with OpenMP; each costs 2*N*M*D flops.
+// N batch, D input features, M output features. float32: the forward is oneDNN's matmul primitive
+// (prepared per node), the backward products oneDNN's sgemm; float64: Eigen. All multithreaded
+// with OpenMP; each product costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstdint>
@@ -47,11 +48,11 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
   return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
 }
 
-// Row-major C[M,N] = op(A) op(B): float32 through oneDNN's sgemm (all three products), float64
-// through Eigen. oneDNN measured fastest of Eigen, oneDNN sgemm, oneDNN matmul and MKL at the LSTM
-// shapes (tools/gemm_vs_pytorch.py; docs/BENCHMARKS.md "GEMM libraries"): on y = x w^T at
-// 32x512->5000, 2 threads, about 100 GFLOP/s against Eigen's 55 and MKL's 51 (MKL takes a slow path
-// on AMD CPUs). ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
+// Row-major C[M,N] = op(A) op(B): float32 through oneDNN's sgemm (the backward products, and the
+// forward where no matmul primitive was prepared), float64 through Eigen. oneDNN measured fastest
+// of Eigen, oneDNN sgemm, oneDNN matmul and MKL at the LSTM shapes on an AMD VM
+// (tools/gemm_vs_pytorch.py; docs/BENCHMARKS.md "GEMM libraries"): on y = x w^T at 32x512->5000,
+// 2 threads, about 100 GFLOP/s against Eigen's 55 and MKL's 51 (MKL takes a slow path on AMD CPUs). ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
 // beta: 0 overwrites C, 1 adds the product to it.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0)) {
