@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/onednn.h"
+
 namespace mnemo::ops::conv {
 
 Params parse_common(AttrReader& r) {
@@ -83,13 +85,10 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
 namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
-constexpr int64_t kAlign = 64;
+constexpr int64_t kAlign = kOnednnAlign;
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+dnnl::engine& engine() { return onednn_engine(); }
 }  // namespace
 
 // A primitive's operand: mnemo's plain layout (user) and the primitive's layout (inner); when
@@ -210,10 +209,9 @@ void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const voi
       << "conv2d (oneDNN): workspace of " << workspace_bytes << " bytes, needs " << e.bytes;
   // Some oneDNN kernels (Winograd) need 64-byte aligned buffers; planned workspaces are, but the
   // kernel API does not promise it, so align the base (build() reserved the room).
-  char* ws = static_cast<char*>(workspace);
-  ws += (kAlign - reinterpret_cast<uintptr_t>(ws) % kAlign) % kAlign;
+  char* ws = onednn_aligned(workspace);
   dnnl::engine& eng = engine();
-  thread_local dnnl::stream stream(eng);
+  dnnl::stream& stream = onednn_stream();
   auto scratch_args = [&](std::unordered_map<int, memory>& args, const memory::desc& md) {
     if (md.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, eng, ws + e.scratch_offset));
   };

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "ops/common.h"
+#include "ops/onednn.h"
 
 namespace mnemo::ops {
 namespace {
@@ -85,12 +86,8 @@ struct FcMatmul {
   dnnl::memory::desc src, wei, bias, dst, scratch;
   bool has_bias = false;
 };
-constexpr size_t kScratchAlign = 64;
-
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+constexpr size_t kScratchAlign = kOnednnAlign;
+dnnl::engine& engine() { return onednn_engine(); }
 
 Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
   if (in[0].dtype != DType::f32) return {};  // float64: Eigen (fc_cpu)
@@ -110,7 +107,7 @@ Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const
                                 : dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->dst), attr, engine());
     e->scratch = pd.scratchpad_desc();
     e->prim = dnnl::matmul(pd);
-  } catch (const dnnl::error& err) {
+  } catch (const dnnl::error&) {
     return {};  // no matmul for this shape: sgemm (fc_cpu)
   }
   const size_t ws = e->scratch.get_size() ? e->scratch.get_size() + kScratchAlign : 0;
@@ -119,7 +116,6 @@ Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const
 
 void fc_matmul(const FcMatmul& e, const KernelContext& c) {
   dnnl::engine& eng = engine();
-  thread_local dnnl::stream stream(eng);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, dnnl::memory(e.src, eng, const_cast<void*>(c.in[0].data))},
       {DNNL_ARG_WEIGHTS, dnnl::memory(e.wei, eng, const_cast<void*>(c.in[1].data))},
@@ -128,13 +124,11 @@ void fc_matmul(const FcMatmul& e, const KernelContext& c) {
   if (const size_t need = e.scratch.get_size()) {
     MNEMO_ASSERT(c.workspace && c.workspace_bytes >= need + kScratchAlign)
         << "fully_connected (oneDNN matmul): workspace of " << c.workspace_bytes << " bytes, needs " << need + kScratchAlign;
-    char* ws = static_cast<char*>(c.workspace);
-    ws += (kScratchAlign - reinterpret_cast<uintptr_t>(ws) % kScratchAlign) % kScratchAlign;
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratch, eng, ws));
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratch, eng, onednn_aligned(c.workspace)));
   }
   try {
-    e.prim.execute(stream, args);
-    stream.wait();
+    e.prim.execute(onednn_stream(), args);
+    onednn_stream().wait();
   } catch (const dnnl::error& err) {
     MNEMO_FAIL() << "fully_connected (oneDNN matmul) failed: " << err.what();
   }
