@@ -247,6 +247,27 @@ std::string conv_error(const std::string& op, const std::vector<TensorType>& in,
   return "";
 }
 
+// The CPU kernel cache (CpuDevice::prepare) shares a prepared primitive between nodes exactly
+// when op, attributes and types are equal: equal nodes get the same state, a node differing in
+// one attribute value, an attribute's presence, or an input shape gets its own.
+TEST(Conv2d, KernelCacheSharesOnlyEqualNodes) {
+  Graph g;
+  const EntryRef x = g.input("x", TensorType{DType::f32, {2, 3, 9, 9}});
+  const EntryRef x2 = g.input("x2", TensorType{DType::f32, {2, 3, 11, 9}});
+  const EntryRef w = g.param("w", TensorType{DType::f32, {4, 3, 3, 3}});
+  const Attrs base{{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{1, 1}}};
+  Attrs strided = base, dilated = base;
+  strided["stride"] = std::vector<int64_t>{2, 1};
+  dilated["dilation"] = std::vector<int64_t>{1, 1};  // the default value, but a different attribute set
+  const int a = g.add("conv2d", {x, w}, base), b = g.add("conv2d", {x, w}, base);
+  const int c = g.add("conv2d", {x, w}, strided), d = g.add("conv2d", {x2, w}, base), e = g.add("conv2d", {x, w}, dilated);
+  auto state = [&](int id) { return cpu_device().prepare(g, id).state.get(); };
+  ASSERT_NE(state(a), nullptr);
+  EXPECT_EQ(state(a), state(b));
+  for (int other : {c, d, e}) EXPECT_NE(state(a), state(other)) << g.node(other).name;
+  EXPECT_NE(state(c), state(d));
+}
+
 TEST(Conv2d, BadShapesAreClearErrors) {
   auto f32 = [](Shape s) { return TensorType{DType::f32, std::move(s)}; };
   const auto contains = [](const std::string& msg, const std::string& part) {
