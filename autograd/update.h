@@ -24,6 +24,10 @@ namespace mnemo {
 struct SgdSpec {
   double momentum = 0.9;
   double weight_decay = 0.0;
+  // Data parallelism (autograd/allreduce.h): with ranks > 1 the gradients are averaged over the
+  // ranks, in buckets of at most bucket_bytes, before their updates.
+  int ranks = 1;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 // Rewrites `tg` in place. Its nodes are moved into the new graph, not copied (planners call this

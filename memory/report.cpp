@@ -9,13 +9,15 @@ namespace mnemo {
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above,
                                std::vector<PreparedKernel> kernels, double exact_seconds) {
   const Graph& g = tg.graph;
-  // Packed after the feature maps: the parameter gradients, and with the optimiser inside the step
+  // Packed after the feature maps: the parameter gradients (with data parallelism also the
+  // all-reduce bucket buffers, docs/PARALLEL.md), and with the optimiser inside the step
   // the step's status word (the int32 entries its updates read and write), so feature_map_bytes
   // stays the activation quantity. (The BatchNorm statistics the assign nodes read stay feature maps.)
   std::vector<EntryRef> grads;
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
   for (int id = 0; id < static_cast<int>(g.size()); ++id) {
     const Node& n = g.node(id);
+    if (n.op->name == "grad_allreduce_start") grads.push_back({id, 0});  // data parallelism's bucket buffers
     if (!n.op->traits.updates_state) continue;
     for (const EntryRef& e : n.inputs)
       if (g.node(e.node).is(OpKind::compute) && g.type(e).dtype == DType::i32) grads.push_back(e);

@@ -330,6 +330,43 @@ TEST(Data, BatchLoaderIsDeterministicAndEpochsArePermutations) {
   expect_error([&] { BatchLoader(src, 0, true, 1); }, {"batch size"});
 }
 
+// Data parallelism: the ranks' loaders together yield exactly the global batches one loader of
+// batch * ranks yields, rank r the r-th contiguous part of each (also time-major, across epochs
+// and after a seek).
+TEST(Data, ShardedLoadersSplitTheGlobalBatches) {
+  for (bool tm : {false, true}) {
+    auto src = std::make_shared<IndexSource>(40, tm ? 3 : 1, 2, false);  // label of example i: i
+    const int ranks = 3;
+    const int64_t b = 2, T = tm ? 3 : 1, D = 2;
+    BatchLoader whole(src, b * ranks, true, 7, tm);
+    std::vector<std::unique_ptr<BatchLoader>> part;
+    for (int r = 0; r < ranks; ++r) part.push_back(std::make_unique<BatchLoader>(src, b, true, 7, tm, r, ranks));
+    EXPECT_EQ(part[0]->batches_per_epoch(), whole.batches_per_epoch());
+    for (auto& l : part) l->seek(1);
+    whole.seek(1);
+    for (int p = 1; p < 9; ++p) {  // 6 global batches per epoch: crosses an epoch boundary
+      Tensor x, y;
+      whole.next(x, y);
+      for (int r = 0; r < ranks; ++r) {
+        Tensor xr, yr;
+        part[r]->next(xr, yr);
+        for (int64_t i = 0; i < b; ++i) {
+          EXPECT_EQ(yr.as<int32_t>()[i], y.as<int32_t>()[r * b + i]) << "batch " << p << " rank " << r << " time-major " << tm;
+          for (int64_t t = 0; t < T; ++t)  // data [T,N,D] time-major, else [N,T,D]
+            for (int64_t d = 0; d < D; ++d) {
+              const int64_t mine = tm ? (t * b + i) * D + d : (i * T + t) * D + d;
+              const int64_t theirs = tm ? (t * b * ranks + r * b + i) * D + d : ((r * b + i) * T + t) * D + d;
+              ASSERT_EQ(xr.as<float>()[mine], x.as<float>()[theirs]);
+            }
+        }
+      }
+    }
+  }
+  auto src = std::make_shared<IndexSource>(10, 1, 1, false);
+  expect_error([&] { BatchLoader(src, 4, true, 1, false, 0, 3); }, {"fewer than one batch of 12"});
+  expect_error([&] { BatchLoader(src, 1, true, 1, false, 3, 3); }, {"rank 3 of 3"});
+}
+
 TEST(Data, BatchLoaderSeekReproducesAnUninterruptedRun) {
   auto src = std::make_shared<SyntheticSource>(Shape{2, 4, 4}, 5, 50, 11);
   std::vector<Tensor> ref_x, ref_y;

@@ -3,8 +3,11 @@
 // Inception-v3 and a DARTS network at small inputs); the planners' structure (cuts at
 // residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
+#include <cstring>
 #include <random>
+#include <set>
 
+#include "core/comm.h"
 #include "memory/liveness.h"
 #include "memory/mirror_planner.h"
 #include "test_util.h"
@@ -182,6 +185,114 @@ TEST(MirrorPlanner, OrdersReportTheirBoundAndComposeWithBudget) {
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
                          [](const auto& info) { return kModels[info.param]; });
+
+// Stands in for the other ranks of a data-parallel run (docs/PARALLEL.md): this process is rank 0
+// of `size`, and every other rank's row of a gathered bucket is a copy of this one's, as if every
+// rank had computed the same gradients. Their mean is then the gradient itself, exactly for
+// power-of-two sizes (g + g + ... = 2^k g and the division are exact), so a step with the
+// all-reduce must give bitwise the single-process step. Checks that each wait follows its start.
+class MirrorComm : public Communicator {
+ public:
+  explicit MirrorComm(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  void start_gather(void* buf, int64_t bytes) override {
+    EXPECT_FALSE(running_.count(buf)) << "a second gather on one buffer";
+    char* b = static_cast<char*>(buf);
+    for (int r = 1; r < size_; ++r) std::memcpy(b + r * bytes, b, static_cast<size_t>(bytes));
+    running_.insert(buf);
+    ++gathers;
+  }
+  void wait_gather(void* buf, const std::string&) override {
+    EXPECT_EQ(running_.erase(buf), 1u) << "a wait without its start";
+    ++waits;
+  }
+  int gathers = 0, waits = 0;
+
+ private:
+  int size_;
+  std::set<void*> running_;
+};
+
+// The all-reduce pass (autograd/allreduce.h) in every planner's step: with the other ranks
+// computing the same gradients, losses, parameters and velocities after the update are bitwise
+// those of one process, in every mode; the buckets hold every gradient once, each update reads
+// a reduced gradient, and every gather is waited for.
+TEST(DataParallel, StepWithAllReduceIsTheSingleProcessStep) {
+  for (int model : {0, 1, 2, 8}) {  // ResNet (BN), LSTM, generic graph, fused LSTM
+    Config c = model_config(model);
+    c.parallel.bucket_bytes = 3000;  // several buckets on these small nets
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const Outputs ref = step(c, p, plan_pipeline(c, p, "none", nullptr, true));
+    for (int ranks : {2, 4}) {
+      const Pipeline pr = build_pipeline(c, static_data_shape(c), c.data.batch, ranks);
+      MirrorComm comm(ranks);
+      set_communicator(&comm);
+      for (const std::string m : {"none", "share", "sublinear", "optimal"}) {
+        SCOPED_TRACE(kModels[model] + " ranks " + std::to_string(ranks) + " mode " + m);
+        const MirrorResult mr = plan_pipeline(c, pr, m, nullptr, true);
+        const Graph& g = mr.training.graph;
+        int starts = 0, waits = 0;
+        std::set<std::pair<int, int>> reduced;  // the wait nodes' outputs
+        for (int v = 0; v < static_cast<int>(g.size()); ++v) {
+          const Node& n = g.node(v);
+          if (n.op->name == "grad_allreduce_start") {
+            ++starts;
+            EXPECT_EQ(std::get<int64_t>(n.attrs.at("ranks")), int64_t{ranks});
+          }
+          if (n.op->name == "grad_allreduce_wait") {
+            ++waits;
+            EXPECT_EQ(g.node(n.inputs[0].node).op->name, "grad_allreduce_start");
+            for (size_t j = 0; j < n.outputs.size(); ++j) reduced.insert({v, static_cast<int>(j)});
+          }
+        }
+        EXPECT_GT(starts, 1) << "bucket_bytes 3000 should give several buckets";
+        EXPECT_EQ(starts, waits);
+        // Each gradient is one output of one wait, and no wait output is left over.
+        std::set<std::pair<int, int>> grads;
+        for (const ParamGrad& pg : mr.training.grads) {
+          EXPECT_TRUE(reduced.count({pg.grad.node, pg.grad.index})) << g.node(pg.param).name << "'s gradient is not all-reduced";
+          grads.insert({pg.grad.node, pg.grad.index});
+        }
+        EXPECT_EQ(grads, reduced);
+        int updates = 0;
+        for (int v = 0; v < static_cast<int>(g.size()); ++v) {
+          const Node& n = g.node(v);
+          if (n.op->name != "sgd_update") continue;
+          ++updates;
+          EXPECT_TRUE(reduced.count({n.inputs[1].node, n.inputs[1].index})) << n.name << " reads a gradient that was not all-reduced";
+        }
+        EXPECT_EQ(updates, static_cast<int>(mr.training.grads.size()));
+        const int before = comm.gathers;
+        const Outputs o = step(c, pr, mr);
+        EXPECT_EQ(comm.gathers - before, starts);
+        EXPECT_EQ(comm.gathers, comm.waits);
+        ASSERT_EQ(o.values.size(), ref.values.size());
+        for (size_t k = 0; k < o.values.size(); ++k) EXPECT_TRUE(bitwise_equal(o.values[k], ref.values[k])) << "output " << k;
+      }
+      set_communicator(nullptr);
+    }
+  }
+}
+
+// A step planned for several ranks refuses to run without a communicator of that size.
+TEST(DataParallel, StepWithoutItsRanksIsAClearError) {
+  Config c = small_lstm();
+  const Pipeline pr = build_pipeline(c, static_data_shape(c), c.data.batch, 2);
+  const MirrorResult mr = plan_pipeline(c, pr, "share", nullptr, true);
+  set_communicator(nullptr);
+  try {
+    step(c, pr, mr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("planned for 2 ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mpirun"), std::string::npos) << e.what();
+  }
+  MirrorComm three(3);
+  set_communicator(&three);
+  EXPECT_THROW(step(c, pr, mr), Error);
+  set_communicator(nullptr);
+}
 
 TEST(MirrorPlanner, CutsAreResidualBlockOutputsAndLstmStepBoundaries) {
   const Config r = small_resnet();

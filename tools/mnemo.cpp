@@ -92,19 +92,21 @@ int run_import(const std::string& model, const std::string& out, std::string wei
 }
 
 int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch,
-             const std::string& order, double placement_seconds) {
+             const std::string& order, double placement_seconds, int ranks) {
   mnemo::Config c = config_or_onnx(path, batch);
   if (!order.empty()) c.order = order;
   if (placement_seconds >= 0) c.placement_seconds = placement_seconds;
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
-  const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch);
+  MNEMO_CHECK(c.data.batch % ranks == 0) << path << ": data.batch " << c.data.batch << " does not divide over --ranks " << ranks;
+  const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch / ranks, ranks);
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
   for (const std::string& m : list) mnemo::parse_memory_mode(m);  // a bad mode fails before any output
   nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
                         {"model", c.model_type}, {"layers", p.model.layers},
-                        {"batch", c.data.batch}, {"forward_nodes", p.model.builder.graph().size()}, {"modes", nlohmann::json::array()}};
+                        {"batch", c.data.batch}, {"ranks", ranks}, {"forward_nodes", p.model.builder.graph().size()},
+                        {"modes", nlohmann::json::array()}};
   const mnemo::ModelStats stats = mnemo::model_stats(p.model.builder);
   out["params"] = stats.params;
   out["forward_flops"] = stats.forward_flops;
@@ -113,6 +115,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     std::printf("%s: %s, %d layers, %lld parameters, %.3g GFLOP per forward pass, batch %lld, %zu forward nodes, planned for %s\n",
                 path.c_str(), c.model_type.c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
                 static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
+    if (ranks > 1)
+      std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets of "
+                  "at most %lld bytes (param_grad includes the bucket buffers)\n",
+                  ranks, static_cast<long long>(c.data.batch / ranks), static_cast<long long>(c.parallel.bucket_bytes));
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "param_grad", "workspace",
                 "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
   }
@@ -289,6 +295,10 @@ int main(int argc, char** argv) {
                    "time limit of the exact placement per plan, 0: best fit only (overrides the config's placement_seconds; docs/MEMORY.md)")
       ->check(CLI::Range(0.0, 86400.0));
   plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
+  int plan_ranks = 1;
+  plan->add_option("--ranks", plan_ranks, "plan one rank of a data-parallel run over this many ranks (docs/PARALLEL.md)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   auto* imp = app.add_subcommand("import", "convert an ONNX model into a graph config, and its weights into safetensors (docs/FORMATS.md)");
   std::string import_model, import_out, import_weights;
   int64_t import_batch = 0, import_steps = 100;
@@ -373,7 +383,7 @@ int main(int argc, char** argv) {
         if (!m.empty()) copt.modes.push_back(m);
       rc = mnemo::run_curve(copt);
     }
-    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch, plan_order, plan_placement);
+    if (app.got_subcommand("plan")) rc = run_plan(plan_config, plan_modes, plan_json, plan_device, plan_batch, plan_order, plan_placement, plan_ranks);
     if (app.got_subcommand("import")) rc = run_import(import_model, import_out, import_weights, import_batch, import_steps);
     if (app.got_subcommand("graph")) {
       const mnemo::Graph g = mnemo::small_model_graph(model, mirror);

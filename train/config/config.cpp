@@ -440,6 +440,10 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.checkpoint.dir = k.get_string("dir", "");
     c.checkpoint.every = k.get_int("every", 0, 0, kMaxSteps);
     k.finish();
+    Section pc = top.section("parallel");
+    c.parallel.bucket_bytes = pc.get_int("bucket_bytes", c.parallel.bucket_bytes, 1, INT32_MAX);
+    c.parallel.timeout_s = pc.get_float("timeout_s", c.parallel.timeout_s, 1);
+    pc.finish();
     top.finish();
   } catch (const YAML::Exception& e) {
     throw Error(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " + e.msg);
@@ -507,7 +511,13 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       return build_zoo_model(z);
     }
     MNEMO_CHECK(batch == c.data.batch || training) << "a generic graph evaluates at its training batch only";
-    return build_graph_model(c.graph, training);
+    if (batch == c.data.batch) return build_graph_model(c.graph, training);
+    // One rank's share of a data-parallel batch: `data` and `labels` start with the rank's batch
+    // (every other shape is inferred from them; an attribute naming the batch fails inference).
+    GraphModelConfig g = c.graph;
+    for (GraphVarSpec& v : g.inputs)
+      if ((v.name == "data" || v.name == "labels") && !v.shape.empty()) v.shape[0] = batch;
+    return build_graph_model(g, training);
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }

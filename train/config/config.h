@@ -57,6 +57,12 @@ struct CheckpointConfig {
   int64_t every = 0;      // steps between checkpoints (0: only at the end)
 };
 
+// Data parallelism (docs/PARALLEL.md): used when the run is started by mpirun with several ranks.
+struct ParallelConfig {
+  int64_t bucket_bytes = int64_t{25} << 20;  // gradients all-reduced together, at most this many bytes
+  double timeout_s = 300;                    // a collective waiting longer stops every rank
+};
+
 struct Config {
   std::string file;
   std::string model_type;  // resnet | lstm | graph | alexnet | vgg | densenet | inception_v3 | mobilenet_v2
@@ -74,6 +80,7 @@ struct Config {
   std::string order = "default";  // the schedule order (memory/order.h): default, greedy or optimal
   std::string device = "cpu";
   CheckpointConfig checkpoint;
+  ParallelConfig parallel;
 };
 
 // Limits of config values (every integer key is range-checked against these or tighter bounds,

@@ -190,8 +190,11 @@ void fill_batch(const DataSource& src, const int64_t* indices, int64_t count, bo
 // consumer thread calls next()/seek(); position() and epoch() may be read from any thread.
 class BatchLoader {
  public:
+  // With `ranks` > 1 (data parallelism) the epoch is cut into global batches of batch * ranks and
+  // this loader yields part `rank` of each (examples [rank * batch, (rank + 1) * batch) of it):
+  // the ranks together see exactly the batches one process with batch * ranks would.
   BatchLoader(std::shared_ptr<const DataSource> source, int64_t batch, bool shuffle, uint64_t seed,
-              bool time_major = false);
+              bool time_major = false, int rank = 0, int ranks = 1);
   ~BatchLoader();  // stops and joins the worker
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -219,6 +222,7 @@ class BatchLoader {
 
   std::shared_ptr<const DataSource> source_;
   int64_t batch_, per_epoch_;
+  int64_t rank_, ranks_;
   bool shuffle_, time_major_;
   uint64_t seed_;
 

@@ -87,14 +87,15 @@ void fill_batch(const DataSource& src, const int64_t* indices, int64_t count, bo
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<const DataSource> source, int64_t batch, bool shuffle, uint64_t seed,
-                         bool time_major)
-    : source_(std::move(source)), batch_(batch), per_epoch_(0), shuffle_(shuffle), time_major_(time_major),
-      seed_(seed) {
+                         bool time_major, int rank, int ranks)
+    : source_(std::move(source)), batch_(batch), per_epoch_(0), rank_(rank), ranks_(ranks), shuffle_(shuffle),
+      time_major_(time_major), seed_(seed) {
   MNEMO_CHECK(source_) << "batch loader: no data source";
   MNEMO_CHECK(batch >= 1) << "batch loader: batch size must be at least 1, got " << batch;
-  MNEMO_CHECK(source_->size() >= batch) << "batch loader: the source has " << source_->size()
-                                        << " examples, fewer than one batch of " << batch;
-  per_epoch_ = source_->size() / batch;
+  MNEMO_CHECK(ranks >= 1 && rank >= 0 && rank < ranks) << "batch loader: rank " << rank << " of " << ranks;
+  MNEMO_CHECK(source_->size() / ranks >= batch) << "batch loader: the source has " << source_->size()
+                                                << " examples, fewer than one batch of " << batch * ranks;
+  per_epoch_ = source_->size() / (batch * ranks);
   batch_data_type(*source_, batch, time_major);  // validates the layout before the worker starts
   batch_label_type(*source_, batch, time_major);
   worker_ = std::thread([this] { work(); });
@@ -144,7 +145,8 @@ void BatchLoader::work() {
       }
       if (r.data.type() != dt) r.data = Tensor(dt);
       if (r.labels.type() != lt) r.labels = Tensor(lt);
-      fill_batch(*source_, order.data() + (r.position % per_epoch_) * batch_, batch_, time_major_, r.data, r.labels);
+      fill_batch(*source_, order.data() + (r.position % per_epoch_) * batch_ * ranks_ + rank_ * batch_, batch_, time_major_,
+                 r.data, r.labels);
     } catch (...) {
       r.error = std::current_exception();
     }

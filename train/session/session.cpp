@@ -28,6 +28,7 @@
 #include "train/config/schedule.h"
 #include "train/session/sgd.h"
 #include "train/session/step.h"
+#include "train/parallel/mpi_comm.h"
 
 namespace mnemo {
 namespace {
@@ -134,9 +135,13 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
 
 // The trainer: one BoundStep on the run's device, the loader staging each next batch while the
 // step runs, an evaluator in the step's arena, checkpoints.
+int ranks_of(const MpiCommunicator* comm) { return comm ? comm->size() : 1; }
+int rank_of(const MpiCommunicator* comm) { return comm ? comm->rank() : 0; }
+
 class Trainer {
  public:
-  Trainer(const TrainOptions& opt, Config& c);
+  // `comm`: the run's communicator when mpirun started it (data parallelism), else null.
+  Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm);
   int run();
 
  private:
@@ -148,6 +153,8 @@ class Trainer {
   Clock::time_point created_ = Clock::now();  // first member: setup time counts from here
   const TrainOptions& opt_;
   Config& c_;
+  MpiCommunicator* comm_;
+  int rank_, ranks_;  // this process's rank and the run's rank count (1 without mpirun)
   std::shared_ptr<const DataSource> train_, test_;
   DataShape ds_;
   Pipeline p_;
@@ -171,17 +178,18 @@ class Trainer {
   int64_t device_peak_ = 0;        // memory in use, sampled after steps and evaluations
   bool tty_ = false;
   double loss_ema_ = 0;
+  double last_loss_ = 0;
   int64_t first_ = 0;
 };
 
-Trainer::Trainer(const TrainOptions& opt, Config& c)
-    : opt_(opt), c_(c), train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)),
-      p_(build_pipeline(c, ds_, c.data.batch)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
+Trainer::Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm)
+    : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), train_(make_source(c, Split::train)),
+      ds_(data_shape_of(c, *train_)), p_(build_pipeline(c, ds_, c.data.batch / ranks_, ranks_)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
       planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
       plan_peak_(peak_rss_bytes() - rss0_), rss_run0_(reset_peak_rss()),
       params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
-      loader_(train_, c.data.batch, true, c.run.seed, time_major(c)) {
+      loader_(train_, c.data.batch / ranks_, true, c.run.seed, time_major(c), rank_, ranks_) {
   int64_t from_epochs = 0;
   if (!opt.steps && !c.run.steps)
     MNEMO_CHECK(!__builtin_mul_overflow(c.run.epochs, loader_.batches_per_epoch(), &from_epochs) && from_epochs <= kMaxSteps)
@@ -207,12 +215,15 @@ Trainer::Trainer(const TrainOptions& opt, Config& c)
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
-  if (!c.run.metrics.empty()) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
-  if (!c.checkpoint.dir.empty()) std::filesystem::create_directories(c.checkpoint.dir);
+  step_->set_replay(ranks_ == 1);
+  // Rank 0 writes what one process would (metrics, checkpoints); every rank trains.
+  if (!c.run.metrics.empty() && rank_ == 0) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
+  if (!c.checkpoint.dir.empty() && rank_ == 0) std::filesystem::create_directories(c.checkpoint.dir);
   tty_ = isatty(STDOUT_FILENO);
 }
 
 void Trainer::checkpoint(const std::string& path) {
+  if (rank_ != 0) return;  // the ranks hold the same parameters: rank 0 saves them
   state_.data_position = loader_.position() - (staged_ ? 1 : 0);
   step_->params().download();
   save_checkpoint(path, params_, sgd_, state_, opt_.config);
@@ -263,6 +274,10 @@ int Trainer::run() {
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
+  if (ranks_ > 1)
+    std::printf("data parallel: %d ranks (mpirun), batch %lld per rank, gradients averaged in buckets of at most %s "
+                "(parallel.bucket_bytes), overlapping the backward pass\n",
+                ranks_, static_cast<long long>(c_.data.batch / ranks_), format_bytes(c_.parallel.bucket_bytes).c_str());
 
   auto stage_next = [&] {
     loader_.next(x_, y_);
@@ -286,20 +301,35 @@ int Trainer::run() {
     step_->run();
     if (state_.step + 1 < total_) stage_next();
     double loss = 0;
+    char what[64];
+    std::snprintf(what, sizeof what, "step %lld (lr %g)", static_cast<long long>(state_.step + 1), lr);
+    std::string failed;
     try {
-      char what[64];
-      std::snprintf(what, sizeof what, "step %lld (lr %g)", static_cast<long long>(state_.step + 1), lr);
       loss = step_->finish(what);
     } catch (const Error& e) {
+      failed = e.what();
+    }
+    if (ranks_ > 1) {
+      // Every rank learns whether any failed (so all stop together) and the loss of the global
+      // batch (the mean of the ranks' losses: equal shares).
+      const std::vector<double> sums = comm_->sum({failed.empty() ? loss : 0.0, failed.empty() ? 0.0 : 1.0}, std::string("the loss of ") + what);
+      if (sums[1] > 0 && failed.empty())
+        failed = std::string(what) + ": " + std::to_string(static_cast<int>(sums[1])) + " other rank(s) met a NaN or Inf (their messages name it)";
+      else if (!failed.empty())
+        failed = "rank " + std::to_string(rank_) + ": " + failed;
+      loss = sums[0] / ranks_;
+    }
+    if (!failed.empty()) {
       if (tty_) std::printf("\n");
       // Nothing below runs: no checkpoint, no metrics line for this step.
-      MNEMO_FAIL() << e.what() << ". Training diverged or the data or weights hold NaN/Inf: lower optimizer.lr or add "
+      MNEMO_FAIL() << failed << ". Training diverged or the data or weights hold NaN/Inf: lower optimizer.lr or add "
                    << "warm-up if the loss grew before"
                    << (device_->host_memory() ? "" : "; on a GPU a label outside [0, classes) also gives a NaN loss")
                    << ". Nothing was saved: the last checkpoint is unchanged.";
     }
     if (state_.step - first_ < 3 || (state_.step + 1) % 50 == 0) device_peak_ = std::max(device_peak_, device_->memory_in_use());
     ++state_.step;
+    last_loss_ = loss;
     loss_ema_ = state_.step - first_ == 1 ? loss : 0.95 * loss_ema_ + 0.05 * loss;
     const double rate = (state_.step - first_) / seconds_since(t0);
     if (metrics_)
@@ -310,7 +340,7 @@ int Trainer::run() {
       checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
       saved_at = state_.step;
     }
-    if (c_.run.eval_every && state_.step % c_.run.eval_every == 0 && state_.step < total_ && c_.data.eval) {
+    if (c_.run.eval_every && state_.step % c_.run.eval_every == 0 && state_.step < total_ && c_.data.eval && rank_ == 0) {
       const Evaluator::Result er = evaluate();
       if (tty_) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state_.step),
@@ -325,13 +355,23 @@ int Trainer::run() {
   if (!c_.checkpoint.dir.empty() && saved_at != state_.step) checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
   if (!opt_.checkpoint.empty()) checkpoint(opt_.checkpoint);
   if (steps > 0) {
-    const double final_loss = step_->executor().fetch(step_->training().loss).as<float>()[0];
+    const double final_loss = last_loss_;  // (with several ranks: the global batch's)
     std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(steps),
                 train_s / 60, train_s / steps, final_loss, loss_ema_);
   } else {
     std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state_.step), static_cast<long long>(total_));
   }
-  if (opt_.eval && c_.data.eval) {
+  if (ranks_ > 1 && steps > 0) {
+    // Every rank's communication time (gathers on its MPI thread; waits in its step), averaged.
+    const MpiCommunicator::Stats st = comm_->stats();
+    const std::vector<double> sums = comm_->sum({st.gather_s, st.waited_s, static_cast<double>(st.gathers)}, "the communication times");
+    const double gather = sums[0] / ranks_ / steps, waited = sums[1] / ranks_ / steps;
+    std::printf("communication: %.0f gradient gathers per step; per rank and step %.4f s of gathers, %.4f s of them waited "
+                "for: %.1f%% hidden behind the backward pass (train time %.3f s/step)\n",
+                sums[2] / ranks_ / steps, gather, waited, gather > 0 ? 100.0 * std::max(0.0, 1.0 - waited / gather) : 100.0,
+                train_s / steps);
+  }
+  if (opt_.eval && c_.data.eval && rank_ == 0) {
     const auto te = Clock::now();
     const Evaluator::Result er = evaluate();
     std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
@@ -411,7 +451,24 @@ int run_train(const TrainOptions& opt) {
     std::printf("wrote the initial weights (%zu tensors) to %s\n", ts.size(), opt.save_init.c_str());
     return 0;
   }
-  Trainer t(opt, c);
+  // Data parallelism: mpirun started this process (docs/PARALLEL.md).
+  std::unique_ptr<MpiCommunicator> comm = MpiCommunicator::open_if_launched(c.parallel.timeout_s);
+  struct Installed {  // the kernels reach the communicator while the trainer runs
+    explicit Installed(Communicator* c) { set_communicator(c); }
+    ~Installed() { set_communicator(nullptr); }
+  } installed(comm.get());
+  if (comm && comm->size() > 1) {
+    const int n = comm->size();
+    MNEMO_CHECK(c.data.batch % n == 0) << c.file << ": data.batch " << c.data.batch << " does not divide over the " << n
+                                       << " ranks of this run (mpirun -np " << n << "): use a multiple of " << n
+                                       << " (data.batch is the global batch; each rank takes an equal share)";
+    MNEMO_CHECK(c.device != "cuda") << c.file << ": data parallelism runs on the CPU (Open MPI) so far; the NCCL path "
+                                    << "for device cuda is not built yet (docs/PARALLEL.md)";
+    if (comm->rank() != 0) {  // rank 0 prints for the run
+      MNEMO_CHECK(std::freopen("/dev/null", "w", stdout)) << "rank " << comm->rank() << ": cannot silence stdout";
+    }
+  }
+  Trainer t(opt, c, comm.get());
   return t.run();
 }
 

@@ -130,6 +130,11 @@ void BoundStep::fail_non_finite(const std::string& problem) {
   const Graph& g = mr_.training.graph;
   std::ostringstream os;
   os << problem;
+  if (!replay_) {
+    os << " (a data-parallel step is not replayed to find the first non-finite value: run the same data on one "
+          "process, from the last checkpoint, to locate it)";
+    throw Error(os.str());
+  }
   const Executor::NonFinite nf = ex_.find_non_finite();
   if (nf.node >= 0) {
     const Node& n = g.node(nf.node);

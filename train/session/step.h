@@ -69,6 +69,9 @@ class BoundStep {
   double finish(const std::string& what);
   // Replays the step to name the first non-finite value; throws with `problem` and that.
   [[noreturn]] void fail_non_finite(const std::string& problem);
+  // A data-parallel step is not replayed (its all-reduce nodes would wait for ranks that do not
+  // replay): the message then says how to locate the value on one process.
+  void set_replay(bool on) { replay_ = on; }
 
  private:
   const Pipeline& p_;
@@ -81,6 +84,7 @@ class BoundStep {
   void* lr_ = nullptr;       // device memory bound to the step's learning-rate input
   int32_t step_host_ = 0;    // the next step counter (models with dropout)
   void* step_ = nullptr;     // device memory bound to the graph input kRngStep, if the model has one
+  bool replay_ = true;
 };
 
 class Evaluator {

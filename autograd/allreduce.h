@@ -1,0 +1,23 @@
+// The gradient all-reduce of data parallelism in the training graph (docs/PARALLEL.md). Runs
+// inside add_sgd_updates (autograd/update.h) when SgdSpec::ranks > 1, before the updates are
+// placed, so every planner scores and plans the step with it:
+//   - the gradients, in the order the schedule completes them, are cut into buckets of at most
+//     `bucket_bytes` (one gradient at least; one dtype per bucket);
+//   - `allreduce/bucket<b>/start` (grad_allreduce_start) right after the node completing the
+//     bucket's last gradient: copies them into the bucket buffer and starts the gather;
+//   - `allreduce/bucket<b>/wait` (grad_allreduce_wait) right before the next bucket's start (the
+//     last one's at the end): at most one bucket in flight, the backward compute between the two
+//     hides the communication;
+//   - each gradient becomes the wait's output (the mean over ranks), which the update then reads.
+// Requires: a TrainingGraph from build_training_graph, without updates. Provides: the same, with
+// tg.grads pointing at the reduced gradients.
+#pragma once
+#include <cstdint>
+
+#include "autograd/gradient.h"
+
+namespace mnemo {
+
+void add_gradient_allreduce(TrainingGraph& tg, int ranks, int64_t bucket_bytes);
+
+}  // namespace mnemo

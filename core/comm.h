@@ -1,0 +1,30 @@
+// Collective communication between the processes of a data-parallel run (docs/PARALLEL.md).
+// Core declares the interface the all-reduce kernels (ops/allreduce.cpp) call; the run installs an
+// implementation (train/parallel/mpi_comm.h: Open MPI) before its first step. Without one, only
+// single-rank steps run.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mnemo {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Starts gathering `bytes` bytes from every rank into `buf` (rank r's part at r * bytes; this
+  // rank's part must already be there) and returns at once; `buf` must stay untouched until
+  // wait_gather(buf) returns. Gathers complete in the order they were started.
+  virtual void start_gather(void* buf, int64_t bytes) = 0;
+  // Waits for the gather started on `buf`; throws mnemo::Error (naming this rank and `what`)
+  // when it does not complete within the communicator's timeout.
+  virtual void wait_gather(void* buf, const std::string& what) = 0;
+};
+
+// The process's communicator (null: none installed). The run that installs one keeps it alive
+// while any step can run and removes it (set_communicator(nullptr)) before destroying it.
+void set_communicator(Communicator* c);
+Communicator* communicator();
+
+}  // namespace mnemo

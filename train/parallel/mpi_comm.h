@@ -1,0 +1,46 @@
+// The Open MPI communicator of a data-parallel run (docs/PARALLEL.md). One thread of its own makes
+// every MPI call (initialisation, the gradient gathers, the host reductions, finalisation) in the
+// order they were asked for, which is the same on every rank; callers wait for a result with a
+// timeout, so a rank that died or hangs stops the others with a message instead of a hang.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/comm.h"
+
+namespace mnemo {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // The communicator of a process started by mpirun (OMPI_COMM_WORLD_SIZE set), else null.
+  // `timeout_s`: how long a wait may take before the run is stopped.
+  static std::unique_ptr<MpiCommunicator> open_if_launched(double timeout_s);
+  ~MpiCommunicator() override;  // MPI_Finalize; after a timeout, MPI_Abort (stops every rank)
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void start_gather(void* buf, int64_t bytes) override;
+  void wait_gather(void* buf, const std::string& what) override;
+  // Element-wise sum / max over the ranks, in rank order (every rank gets the same bits).
+  std::vector<double> sum(const std::vector<double>& values, const std::string& what);
+  int max(int value, const std::string& what);
+  // Time spent so far: in the gradient gathers (on the MPI thread, from the gather's start there
+  // to its end) and waiting for them in wait_gather (the part the compute did not hide).
+  struct Stats {
+    int64_t gathers = 0;
+    double gather_s = 0, waited_s = 0;
+  };
+  Stats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit MpiCommunicator(double timeout_s);
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace mnemo
