@@ -7,14 +7,34 @@
 
 namespace mnemo {
 
+int64_t bucket_bytes_for(int64_t grad_bytes, int64_t configured) {
+  if (configured > 0) return configured;
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  return std::clamp((grad_bytes + 3) / 4, kMiB, 25 * kMiB);
+}
+
+std::string describe_buckets(const TrainingGraph& tg, int64_t configured) {
+  int buckets = 0;
+  int64_t grad_bytes = 0;
+  for (const Node& n : tg.graph.nodes())
+    if (n.op->name == "grad_allreduce_start") ++buckets;
+  for (const ParamGrad& pg : tg.grads) grad_bytes += static_cast<int64_t>(tg.graph.type(pg.grad).bytes());
+  return std::to_string(buckets) + " bucket(s) of at most " + std::to_string(bucket_bytes_for(grad_bytes, configured)) + " bytes (" +
+         std::to_string(grad_bytes) + " bytes of gradients; parallel.bucket_bytes: " +
+         (configured > 0 ? std::to_string(configured) : std::string("auto")) + ")";
+}
+
 void add_gradient_allreduce(TrainingGraph& tg, int ranks, int64_t bucket_bytes) {
-  MNEMO_ASSERT(ranks >= 1 && bucket_bytes >= 1) << "add_gradient_allreduce: ranks " << ranks << ", bucket_bytes " << bucket_bytes;
+  MNEMO_ASSERT(ranks >= 1 && bucket_bytes >= 0) << "add_gradient_allreduce: ranks " << ranks << ", bucket_bytes " << bucket_bytes;
   MNEMO_ASSERT(tg.lr < 0) << "add_gradient_allreduce: runs before the optimiser updates";
   if (tg.grads.empty()) return;
   const Graph& old = tg.graph;
   const int n = static_cast<int>(old.size());
   std::vector<TensorType> gtype;  // (read now: the nodes are moved below)
   for (const ParamGrad& pg : tg.grads) gtype.push_back(old.type(pg.grad));
+  int64_t grad_bytes = 0;
+  for (const TensorType& t : gtype) grad_bytes += static_cast<int64_t>(t.bytes());
+  bucket_bytes = bucket_bytes_for(grad_bytes, bucket_bytes);
   // Gradients in the order the schedule completes them (their producers; ties in grads order).
   std::vector<size_t> order(tg.grads.size());
   std::iota(order.begin(), order.end(), size_t{0});

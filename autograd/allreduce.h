@@ -13,11 +13,22 @@
 // tg.grads pointing at the reduced gradients.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "autograd/gradient.h"
 
 namespace mnemo {
 
+// `bucket_bytes` 0: automatic (bucket_bytes_for).
 void add_gradient_allreduce(TrainingGraph& tg, int ranks, int64_t bucket_bytes);
+
+// The bucket size for `grad_bytes` of gradients: `configured` when positive, else a quarter of
+// them, within [1 MiB, 25 MiB] (PyTorch DDP's first and default bucket sizes): at least about four
+// buckets, so the first ones run while the backward pass goes on.
+int64_t bucket_bytes_for(int64_t grad_bytes, int64_t configured);
+
+// "K buckets of at most N bytes (M bytes of gradients; parallel.bucket_bytes: auto)" for a
+// training graph with the all-reduce (`configured` as given to add_gradient_allreduce).
+std::string describe_buckets(const TrainingGraph& tg, int64_t configured);
 
 }  // namespace mnemo

@@ -27,7 +27,7 @@ struct SgdSpec {
   // Data parallelism (autograd/allreduce.h): with ranks > 1 the gradients are averaged over the
   // ranks, in buckets of at most bucket_bytes, before their updates.
   int ranks = 1;
-  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t bucket_bytes = 0;  // 0: automatic (autograd/allreduce.h)
 };
 
 // Rewrites `tg` in place. Its nodes are moved into the new graph, not copied (planners call this

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "autograd/allreduce.h"
 #include "autograd/op_info.h"
 #include "core/error.h"
 #include "train/config/config.h"
@@ -116,9 +117,9 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 path.c_str(), c.model_type.c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
                 static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
     if (ranks > 1)
-      std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets of "
-                  "at most %lld bytes (param_grad includes the bucket buffers)\n",
-                  ranks, static_cast<long long>(c.data.batch / ranks), static_cast<long long>(c.parallel.bucket_bytes));
+      std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets "
+                  "(param_grad includes the bucket buffers)\n",
+                  ranks, static_cast<long long>(c.data.batch / ranks));
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "param_grad", "workspace",
                 "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
   }
@@ -171,6 +172,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["order"] = {{"order", o.order}, {"chosen", o.chosen}, {"default_peak_bytes", o.default_peak}, {"peak_bytes", o.peak},
                     {"bound_bytes", o.bound >= 0 ? nlohmann::json(o.bound) : nlohmann::json()}, {"status", o.status},
                     {"moved", o.moved}, {"region", o.region}, {"seconds", o.seconds}};
+    if (ranks > 1) j["allreduce"] = mnemo::describe_buckets(mr.training, c.parallel.bucket_bytes);
     out["modes"].push_back(j);
     if (json) continue;
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
@@ -185,6 +187,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mnemo::format_bytes(r.arena_bound_bytes).c_str(),
                   r.arena_bound_bytes ? 100.0 * static_cast<double>(r.arena_bytes - r.arena_bound_bytes) / static_cast<double>(r.arena_bound_bytes) : 0.0,
                   r.placement_seconds);
+    if (ranks > 1) std::printf("    all-reduce: %s\n", j["allreduce"].get<std::string>().c_str());
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
                   o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),

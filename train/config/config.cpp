@@ -441,7 +441,7 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.checkpoint.every = k.get_int("every", 0, 0, kMaxSteps);
     k.finish();
     Section pc = top.section("parallel");
-    c.parallel.bucket_bytes = pc.get_int("bucket_bytes", c.parallel.bucket_bytes, 1, INT32_MAX);
+    c.parallel.bucket_bytes = pc.get_int("bucket_bytes", c.parallel.bucket_bytes, 0, INT32_MAX);
     c.parallel.timeout_s = pc.get_float("timeout_s", c.parallel.timeout_s, 1);
     pc.finish();
     top.finish();

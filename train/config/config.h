@@ -59,7 +59,7 @@ struct CheckpointConfig {
 
 // Data parallelism (docs/PARALLEL.md): used when the run is started by mpirun with several ranks.
 struct ParallelConfig {
-  int64_t bucket_bytes = int64_t{25} << 20;  // gradients all-reduced together, at most this many bytes
+  int64_t bucket_bytes = 0;  // gradients all-reduced together, at most this many bytes; 0: automatic
   double timeout_s = 300;                    // a collective waiting longer stops every rank
 };
 

@@ -29,6 +29,7 @@
 #include "train/session/sgd.h"
 #include "train/session/step.h"
 #include "train/parallel/mpi_comm.h"
+#include "autograd/allreduce.h"
 
 namespace mnemo {
 namespace {
@@ -275,9 +276,8 @@ int Trainer::run() {
               static_cast<long long>(loader_.batches_per_epoch()));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
   if (ranks_ > 1)
-    std::printf("data parallel: %d ranks (mpirun), batch %lld per rank, gradients averaged in buckets of at most %s "
-                "(parallel.bucket_bytes), overlapping the backward pass\n",
-                ranks_, static_cast<long long>(c_.data.batch / ranks_), format_bytes(c_.parallel.bucket_bytes).c_str());
+    std::printf("data parallel: %d ranks (mpirun), batch %lld per rank, gradients averaged in %s, overlapping the backward pass\n",
+                ranks_, static_cast<long long>(c_.data.batch / ranks_), describe_buckets(step_->training(), c_.parallel.bucket_bytes).c_str());
 
   auto stage_next = [&] {
     loader_.next(x_, y_);
