@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "autograd/allreduce.h"
 #include "core/comm.h"
 #include "memory/liveness.h"
 #include "memory/mirror_planner.h"
@@ -273,6 +274,22 @@ TEST(DataParallel, StepWithAllReduceIsTheSingleProcessStep) {
       set_communicator(nullptr);
     }
   }
+}
+
+// The automatic bucket size: a quarter of the gradient bytes within [1 MiB, 25 MiB]; a configured
+// size wins; the report line names what the pass did.
+TEST(DataParallel, BucketSizes) {
+  constexpr int64_t MiB = int64_t{1} << 20;
+  EXPECT_EQ(bucket_bytes_for(3423080, 0), MiB);             // ResNet-56: 4 buckets
+  EXPECT_EQ(bucket_bytes_for(40 * MiB, 0), 10 * MiB);
+  EXPECT_EQ(bucket_bytes_for(230 * MiB, 0), 25 * MiB);       // ResNet-152
+  EXPECT_EQ(bucket_bytes_for(230 * MiB, 4096), 4096);
+  Config c = small_lstm();
+  const Pipeline pr = build_pipeline(c, static_data_shape(c), c.data.batch, 2);
+  const MirrorResult mr = plan_pipeline(c, pr, "share", nullptr, true);
+  const std::string d = describe_buckets(mr.training, 0);
+  EXPECT_EQ(d.rfind("1 bucket(s) of at most 1048576 bytes (", 0), 0u) << d;  // a small net: one bucket
+  EXPECT_NE(d.find("parallel.bucket_bytes: auto"), std::string::npos) << d;
 }
 
 // A step planned for several ranks refuses to run without a communicator of that size.
