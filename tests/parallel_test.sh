@@ -4,7 +4,8 @@
 # time-major batches are sharded along their second axis): per-step losses and the weights after
 # the run within 1e-5 relative for N = 2 and 3; two runs of N = 2 bitwise equal; a resumed run
 # bitwise equal to an uninterrupted one; a batch that does not divide over the ranks is a clear
-# error. Run by ctest as `parallel`: tests/parallel_test.sh MNEMO SOURCE_DIR
+# error; a hung rank stops the others within the timeout; a killed rank ends the job and leaves the
+# last checkpoint whole. Run by ctest as `parallel`: tests/parallel_test.sh MNEMO SOURCE_DIR
 set -u
 mnemo=$1
 src=$2
@@ -188,6 +189,40 @@ if [ -n "$victim" ] && [ "$stopped" = 1 ] && [ "$rc" -ne 0 ] && grep -q "rank [0
 else
   echo "FAIL a hung rank (victim '$victim', ended $stopped, exit $rc):"
   grep -v '^\[#' "$tmp/hang.out" | tail -10
+  fails=$((fails + 1))
+fi
+
+# A rank that dies (SIGKILL) while rank 0 checkpoints every 2 steps: mpirun ends the job with a
+# failure, and the last checkpoint is whole: a run resumes from it.
+sed "s|METRICS|$tmp/die.jsonl|; s|steps: 6|steps: 1000000|" "$tmp/lstm.yaml" >"$tmp/die.yaml"
+echo "checkpoint: {dir: $tmp/die-ckpt, every: 2}" >>"$tmp/die.yaml"
+mpi 2 "$mnemo" train "$tmp/die.yaml" >"$tmp/die.out" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 100); do  # until a few checkpoints were written
+  sleep 0.1
+  if [ -f "$tmp/die.jsonl" ] && [ "$(wc -l <"$tmp/die.jsonl")" -ge 20 ]; then
+    for q in $(pgrep -f "$tmp/die.yaml"); do [ "$(cat /proc/$q/comm 2>/dev/null)" = mnemo ] && victim=$q; done
+    break
+  fi
+done
+[ -n "$victim" ] && kill -9 "$victim"
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+stopped=1
+kill -0 "$job" 2>/dev/null && stopped=0
+wait "$job"
+rc=$?
+for q in $(pgrep -f "$tmp/die.yaml"); do kill -9 "$q" 2>/dev/null; done
+sed -i "s|steps: 1000000|steps: 1000|" "$tmp/die.yaml"
+if [ -n "$victim" ] && [ "$stopped" = 1 ] && [ "$rc" -ne 0 ] &&
+  out=$("$mnemo" train "$tmp/die.yaml" --resume "$tmp/die-ckpt/checkpoint.safetensors" --steps 1 2>&1) &&
+  grep -q "resumed from" <<<"$out"; then
+  echo "ok   a killed rank ends the job (exit $rc); the last checkpoint resumes: $(grep -o 'resumed from .*' <<<"$out" | sed "s|$tmp/||")"
+  passes=$((passes + 1))
+else
+  echo "FAIL a killed rank (victim '$victim', ended $stopped, exit $rc):"
+  grep -v '^\[#' "$tmp/die.out" | tail -10
+  echo "${out:-}" | tail -5
   fails=$((fails + 1))
 fi
 
