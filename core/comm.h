@@ -8,6 +8,18 @@
 
 namespace mnemo {
 
+// The device half of a communicator (cuda/nccl.h: NCCL on the device arena): gathers ordered on a
+// device stream instead of the host. `stream` is the step's stream (cudaStream_t).
+class DeviceGather {
+ public:
+  virtual ~DeviceGather() = default;
+  // Starts the gather of `buf` (device memory, as Communicator::start_gather) after the work
+  // queued on `stream` so far; returns at once.
+  virtual void start(void* buf, int64_t bytes, void* stream) = 0;
+  // Makes the work queued on `stream` from now on wait for the gather of `buf`.
+  virtual void wait(void* buf, void* stream) = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -20,11 +32,16 @@ class Communicator {
   // Waits for the gather started on `buf`; throws mnemo::Error (naming this rank and `what`)
   // when it does not complete within the communicator's timeout.
   virtual void wait_gather(void* buf, const std::string& what) = 0;
+  // The device half, when the run's step is on a device (null: host only).
+  virtual DeviceGather* device() const { return nullptr; }
 };
 
 // The process's communicator (null: none installed). The run that installs one keeps it alive
 // while any step can run and removes it (set_communicator(nullptr)) before destroying it.
 void set_communicator(Communicator* c);
 Communicator* communicator();
+// The communicator of a step planned for `ranks` > 1 ranks; throws mnemo::Error (saying to run
+// under mpirun with that many processes) when none is installed or it has another size.
+Communicator& communicator_of(int64_t ranks);
 
 }  // namespace mnemo

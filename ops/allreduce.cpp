@@ -70,21 +70,12 @@ std::vector<TensorType> infer_wait(const void* params, std::span<const TensorTyp
   return out;
 }
 
-// The communicator of an R-rank step (R > 1): installed, and of R ranks.
-Communicator& comm_of(int64_t ranks) {
-  Communicator* c = communicator();
-  MNEMO_CHECK(c) << "this step was planned for " << ranks << " ranks (data parallelism) but the process has no "
-                 << "communicator: run it under mpirun with " << ranks << " processes (docs/PARALLEL.md)";
-  MNEMO_CHECK(c->size() == ranks) << "this step was planned for " << ranks << " ranks, the run has " << c->size();
-  return *c;
-}
-
 void start_cpu(const KernelContext& c) {
   const int64_t ranks = c.p<StartParams>().ranks;
   const TensorView& buf = c.out[0];
   const int64_t total = buf.dim(1);
   const size_t elem = dtype_size(buf.dtype());
-  Communicator* comm = ranks > 1 ? &comm_of(ranks) : nullptr;
+  Communicator* comm = ranks > 1 ? &communicator_of(ranks) : nullptr;
   const int64_t me = comm ? comm->rank() : 0;
   char* row = static_cast<char*>(buf.data) + static_cast<size_t>(me * total) * elem;
   for (const TensorView& g : c.in) {
@@ -97,7 +88,7 @@ void start_cpu(const KernelContext& c) {
 void wait_cpu(const KernelContext& c) {
   const TensorView& buf = c.in[0];
   const int64_t ranks = buf.dim(0), total = buf.dim(1);
-  if (ranks > 1) comm_of(ranks).wait_gather(buf.data, "the all-reduce of a gradient bucket");
+  if (ranks > 1) communicator_of(ranks).wait_gather(buf.data, "the all-reduce of a gradient bucket");
   dispatch_float(buf.dtype(), "grad_allreduce_wait", [&]<class T>() {
     const T* rows = buf.as<T>();
     int64_t off = 0;
@@ -130,7 +121,6 @@ MNEMO_REGISTER_OPS(allreduce) {
     d.max_inputs = -1;
     d.parse = parse_with(parse_start, "grad_allreduce_start");
     d.infer = infer_start;
-    d.backends.cuda = false;
     d.cpu = start_cpu;
     d.sample = OpSample{{{"ranks", int64_t{1}}}, {TensorType{DType::f32, {3, 4}}, TensorType{DType::f32, {5}}}};
     registry.add(std::move(d));
@@ -142,7 +132,6 @@ MNEMO_REGISTER_OPS(allreduce) {
     d.min_inputs = d.max_inputs = 1;
     d.parse = parse_with(parse_wait, "grad_allreduce_wait");
     d.infer = infer_wait;
-    d.backends.cuda = false;
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
       return Cost{static_cast<double>(in[0].numel()), io_bytes(in, out)};
     };

@@ -2,7 +2,8 @@
 # Builds the GPU bundle HERE (a machine with nvcc + cuDNN, no GPU needed) for a GPU machine that has
 # no compiler packages, no Eigen and no apt (docs/GPU.md): a Release build for sm_90 (H100/H200) in
 # build-gpu/, then gpu-dist/ = the binaries + the Debian libraries they need (oneDNN, yaml-cpp,
-# OpenMP, ...), stripped. cuDNN and cuBLAS are NOT bundled: the GPU machine has them (Python
+# OpenMP, ...), stripped. cuDNN and cuBLAS are NOT bundled (nor NCCL, which mnemo loads only for
+# data parallelism): the GPU machine has them (Python
 # wheels; scripts/gpu-run.sh finds them). Generic x86-64-v3 code (AVX2), not -march=native: the GPU
 # machine's CPU is not this one. Carry gpu-dist/ (under 64 MiB) with the device tool.
 set -euo pipefail

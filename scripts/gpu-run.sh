@@ -15,13 +15,13 @@ dist=gpu-dist
 # cuDNN and cuBLAS from the Python wheels beside PyTorch (CUDA 12 and 13 wheel layouts differ), or CUDA;
 # NVRTC too (cuDNN 9's runtime-compiled engines load it).
 libdirs=$( (python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null; echo /usr/local/cuda/lib64) |
-  xargs -I{} find {} -name 'libcudnn.so.9' -o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libnvrtc.so.13' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+  xargs -I{} find {} -name 'libcudnn.so.9' -o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnccl.so.2' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
 export LD_LIBRARY_PATH=$PWD/$dist/lib:$libdirs:${LD_LIBRARY_PATH:-}
 mnemo=$dist/bin/mnemo
 {
   nvidia-smi
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  ldd $mnemo | grep -E 'cudnn|cublas|dnnl|yaml|not found'
+  ldd $mnemo | grep -E 'cudnn|cublas|nccl|dnnl|yaml|not found'
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))'
 } 2>&1 | tee "$out/env.txt"
 

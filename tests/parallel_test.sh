@@ -226,5 +226,20 @@ else
   fails=$((fails + 1))
 fi
 
+# On a machine without a GPU, a data-parallel run on `cuda` stops on every rank with a clear error
+# (NCCL is loaded, the id exchanged; opening the device fails), no hang.
+if ! command -v nvidia-smi >/dev/null; then
+  out=$(timeout 120 mpirun --oversubscribe -np 2 "$mnemo" train "$tmp/lstm-1.yaml" --device cuda 2>&1)
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "rank [01] of 2: opening NCCL on cuda:[01]: " <<<"$out"; then
+    echo "ok   --device cuda without a GPU: $(grep -m1 -o 'rank [01] of 2: opening NCCL on cuda:[01]: .\{0,60\}' <<<"$out")"
+    passes=$((passes + 1))
+  else
+    echo "FAIL --device cuda without a GPU: exit $rc"
+    echo "$out" | tail -8
+    fails=$((fails + 1))
+  fi
+fi
+
 echo "parallel: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -10,7 +10,14 @@
 #include <cmath>
 #include <cstring>
 
+#include <cuda_runtime_api.h>
+
+#include "core/comm.h"
 #include "cuda/context.h"
+#ifdef MNEMO_HAVE_NCCL
+#include "cuda/nccl.h"
+#endif
+#include "train/session/sgd.h"
 #include "cuda/device.h"
 #include "cuda/kernels/util.h"
 #include "test_util.h"
@@ -273,6 +280,116 @@ TEST(GpuMemory, ArenaIsThePlanAndMeasuredMatchesPlannedTotal) {
                 static_cast<long long>(r.total), static_cast<long long>(r.mnemo_allocated), static_cast<long long>(r.measured));
   }
 }
+
+// Data parallelism on the device (docs/PARALLEL.md). A stand-in for the other ranks: rank 0 of
+// `size`, whose device half copies this rank's row of a bucket into every other row on the step's
+// stream (as if every rank computed the same gradients); the mean is then the gradient itself,
+// exactly for 2 ranks.
+class DeviceMirror : public DeviceGather {
+ public:
+  explicit DeviceMirror(int size) : size_(size) {}
+  void start(void* buf, int64_t bytes, void* stream) override {
+    for (int r = 1; r < size_; ++r)
+      ASSERT_EQ(cudaMemcpyAsync(static_cast<char*>(buf) + r * bytes, buf, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(stream)),
+                cudaSuccess);
+    ++starts;
+  }
+  void wait(void*, void*) override { ++waits; }
+  int starts = 0, waits = 0;
+
+ private:
+  int size_;
+};
+class MirrorComm : public Communicator {
+ public:
+  explicit MirrorComm(int size) : size_(size), device_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  void start_gather(void*, int64_t) override { ADD_FAILURE() << "a host gather in a GPU step"; }
+  void wait_gather(void*, const std::string&) override { ADD_FAILURE() << "a host gather in a GPU step"; }
+  DeviceGather* device() const override { return const_cast<DeviceMirror*>(&device_); }
+  const DeviceMirror& mirror() const { return device_; }
+
+ private:
+  int size_;
+  DeviceMirror device_;
+};
+
+// One SGD step on the GPU with the update inside; the loss and every parameter after it.
+std::vector<Tensor> gpu_train_step(const std::string& cfg_text, int ranks) {
+  TempDir d;
+  Config c = load_config(d.file("c.yaml", cfg_text));
+  c.parallel.bucket_bytes = 20000;  // several buckets
+  const DataShape ds = static_data_shape(c);
+  const Pipeline p = build_pipeline(c, ds, c.data.batch, ranks);
+  ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
+  Sgd sgd(params, {0.1, 0.9, 1e-4});
+  Device& dev = gpu();
+  const MirrorResult mr = plan_pipeline(c, p, "share", &dev, true);
+  std::vector<Tensor> out;
+  {
+    DeviceParams dp(dev, params, &sgd);
+    Executor ex(mr.training.graph, mr.planned.plan, &dev);
+    dp.bind(ex);
+    const Graph& g = mr.training.graph;
+    Tensor x(g.node(g.find(p.model.data)).outputs[0]), y(g.node(g.find(p.model.labels)).outputs[0]), lr(DType::f32, {1});
+    fill_normal(x, 7);
+    fill_ints(y, 8, ds.classes);
+    lr.as<float>()[0] = 0.05f;
+    DeviceTensor dx(dev, x.type()), dy(dev, y.type()), dlr(dev, lr.type());
+    dx.upload(x);
+    dy.upload(y);
+    dlr.upload(lr);
+    ex.bind(p.model.data, dx.v);
+    ex.bind(p.model.labels, dy.v);
+    ex.bind(mr.training.lr, dlr.v);
+    ex.run();
+    dev.synchronize();
+    out.push_back(ex.fetch(mr.training.loss));
+    EXPECT_EQ(ex.fetch(mr.training.status).as<int32_t>()[0], 0);
+    dp.download();
+  }
+  for (const ParamSpec& s : params.specs()) out.push_back(clone(params.at(s.name)));
+  return out;
+}
+
+// The all-reduce nodes on the GPU (copy into the bucket, the device half's gather ordered on the
+// step's stream, the mean kernel): with every rank's gradients equal, the step is bitwise the
+// single-process step.
+TEST(GpuDataParallel, StepWithAllReduceIsTheSingleProcessStep) {
+  MNEMO_REQUIRE_GPU();
+  for (const char* cfg : {kResnet, kLstm}) {
+    const std::vector<Tensor> ref = gpu_train_step(cfg, 1);
+    MirrorComm comm(2);
+    set_communicator(&comm);
+    const std::vector<Tensor> two = gpu_train_step(cfg, 2);
+    set_communicator(nullptr);
+    EXPECT_GT(comm.mirror().starts, 1);
+    EXPECT_EQ(comm.mirror().starts, comm.mirror().waits);
+    ASSERT_EQ(two.size(), ref.size());
+    for (size_t k = 0; k < ref.size(); ++k) EXPECT_TRUE(bitwise_equal(two[k], ref[k])) << "output " << k;
+  }
+}
+
+#ifdef MNEMO_HAVE_NCCL
+// NCCL itself with one rank: a communicator opens, an in-place gather of one row runs on its
+// stream, ordered after and before the step's stream's work, and leaves the row as it was.
+TEST(GpuDataParallel, NcclOneRankGather) {
+  MNEMO_REQUIRE_GPU();
+  Device& dev = gpu();
+  std::unique_ptr<DeviceGather> nccl = cuda::open_nccl(cuda::nccl_unique_id(), 0, 1, 0);
+  Tensor h(DType::f32, {1, 1000});
+  fill_normal(h, 3);
+  DeviceTensor b(dev, h.type());
+  b.upload(h);
+  void* stream = static_cast<cuda::Context*>(dev.kernel_context())->stream;
+  nccl->start(b.v.data, static_cast<int64_t>(h.bytes()), stream);
+  nccl->wait(b.v.data, stream);
+  dev.synchronize();
+  EXPECT_TRUE(bitwise_equal(b.download(), h));
+}
+#endif
 
 TEST(GpuTraining, TracksTheCpuRun) {
   MNEMO_REQUIRE_GPU();

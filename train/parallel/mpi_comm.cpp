@@ -212,6 +212,19 @@ std::vector<double> MpiCommunicator::sum(const std::vector<double>& values, cons
   return out;
 }
 
+std::string MpiCommunicator::broadcast(const std::string& bytes, const std::string& what) {
+  auto size = std::make_shared<int64_t>(static_cast<int64_t>(bytes.size()));
+  auto job = impl_->submit([size] { check_mpi(MPI_Bcast(size.get(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast"); });
+  impl_->wait(job, what);
+  MNEMO_CHECK(*size >= 0 && *size <= INT_MAX) << "rank " << rank_ << ": " << what << ": " << *size << " bytes";
+  auto data = std::make_shared<std::string>(rank_ == 0 ? bytes : std::string(static_cast<size_t>(*size), '\0'));
+  job = impl_->submit([data] {
+    check_mpi(MPI_Bcast(data->data(), static_cast<int>(data->size()), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  });
+  impl_->wait(job, what);
+  return *data;
+}
+
 int MpiCommunicator::max(int value, const std::string& what) {
   auto io = std::make_shared<std::pair<int, int>>(value, value);
   auto job = impl_->submit([io] {

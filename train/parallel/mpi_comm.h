@@ -27,6 +27,11 @@ class MpiCommunicator final : public Communicator {
   // Element-wise sum / max over the ranks, in rank order (every rank gets the same bits).
   std::vector<double> sum(const std::vector<double>& values, const std::string& what);
   int max(int value, const std::string& what);
+  // Rank 0's `bytes` on every rank (the NCCL communicator's unique id).
+  std::string broadcast(const std::string& bytes, const std::string& what);
+  // The device half (NCCL, cuda/nccl.h) for a run whose step is on a GPU.
+  void attach_device(std::unique_ptr<DeviceGather> d) { device_ = std::move(d); }
+  DeviceGather* device() const override { return device_.get(); }
   // Time spent so far: in the gradient gathers (on the MPI thread, from the gather's start there
   // to its end) and waiting for them in wait_gather (the part the compute did not hide).
   struct Stats {
@@ -40,6 +45,7 @@ class MpiCommunicator final : public Communicator {
  private:
   explicit MpiCommunicator(double timeout_s);
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<DeviceGather> device_;  // destroyed before impl_ (MPI finalised after NCCL)
   int rank_ = 0, size_ = 1;
 };
 

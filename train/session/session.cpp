@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -29,6 +30,9 @@
 #include "train/session/sgd.h"
 #include "train/session/step.h"
 #include "train/parallel/mpi_comm.h"
+#ifdef MNEMO_HAVE_NCCL
+#include "cuda/nccl.h"
+#endif
 #include "autograd/allreduce.h"
 
 namespace mnemo {
@@ -212,7 +216,8 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm)
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
-  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
+  // A data-parallel step runs eagerly (its NCCL gathers on their own stream are not captured).
+  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && ranks_ == 1);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
@@ -462,8 +467,28 @@ int run_train(const TrainOptions& opt) {
     MNEMO_CHECK(c.data.batch % n == 0) << c.file << ": data.batch " << c.data.batch << " does not divide over the " << n
                                        << " ranks of this run (mpirun -np " << n << "): use a multiple of " << n
                                        << " (data.batch is the global batch; each rank takes an equal share)";
-    MNEMO_CHECK(c.device != "cuda") << c.file << ": data parallelism runs on the CPU (Open MPI) so far; the NCCL path "
-                                    << "for device cuda is not built yet (docs/PARALLEL.md)";
+    if (c.device.rfind("cuda", 0) == 0) {
+#ifdef MNEMO_HAVE_NCCL
+      // One rank per GPU: plain `cuda` means the GPU of the rank's index on its machine.
+      if (c.device == "cuda") {
+        const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        c.device = std::string("cuda:") + (local ? local : "0");
+      }
+      const std::string digits = c.device.size() > 5 ? c.device.substr(5) : "0";
+      MNEMO_CHECK(!digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos)
+          << "device '" << c.device << "': expected cuda or cuda:N";
+      const int ordinal = std::stoi(digits);
+      std::string id = comm->rank() == 0 ? cuda::nccl_unique_id() : std::string();
+      id = comm->broadcast(id, "the NCCL unique id");
+      try {
+        comm->attach_device(cuda::open_nccl(id, comm->rank(), n, ordinal));
+      } catch (const Error& e) {
+        MNEMO_FAIL() << "rank " << comm->rank() << " of " << n << ": opening NCCL on " << c.device << ": " << e.what();
+      }
+#else
+      MNEMO_FAIL() << c.file << ": data parallelism on a GPU needs NCCL, which this build does not have (docs/PARALLEL.md)";
+#endif
+    }
     if (comm->rank() != 0) {  // rank 0 prints for the run
       MNEMO_CHECK(std::freopen("/dev/null", "w", stdout)) << "rank " << comm->rank() << ": cannot silence stdout";
     }
