@@ -217,8 +217,8 @@ class MirrorComm : public Communicator {
 
 // The all-reduce pass (autograd/allreduce.h) in every planner's step: with the other ranks
 // computing the same gradients, losses, parameters and velocities after the update are bitwise
-// those of one process, in every mode; the buckets hold every gradient once, each update reads
-// a reduced gradient, and every gather is waited for.
+// those of one process, in every mode and in reordered schedules; the buckets hold every
+// gradient once, each update reads a reduced gradient, and every gather is waited for.
 TEST(DataParallel, StepWithAllReduceIsTheSingleProcessStep) {
   for (int model : {0, 1, 2, 8}) {  // ResNet (BN), LSTM, generic graph, fused LSTM
     Config c = model_config(model);
@@ -229,9 +229,12 @@ TEST(DataParallel, StepWithAllReduceIsTheSingleProcessStep) {
       const Pipeline pr = build_pipeline(c, static_data_shape(c), c.data.batch, ranks);
       MirrorComm comm(ranks);
       set_communicator(&comm);
-      for (const std::string m : {"none", "share", "sublinear", "optimal"}) {
+      for (const std::string m : {"none", "share", "sublinear", "optimal", "share/greedy", "sublinear/updates-last"}) {
         SCOPED_TRACE(kModels[model] + " ranks " + std::to_string(ranks) + " mode " + m);
-        const MirrorResult mr = plan_pipeline(c, pr, m, nullptr, true);
+        Config co = c;  // "mode/order": a schedule order other than the default moves the all-reduce nodes too
+        const size_t slash = m.find('/');
+        if (slash != std::string::npos) co.order = m.substr(slash + 1);
+        const MirrorResult mr = plan_pipeline(co, pr, m.substr(0, slash), nullptr, true);
         const Graph& g = mr.training.graph;
         int starts = 0, waits = 0;
         std::set<std::pair<int, int>> reduced;  // the wait nodes' outputs
