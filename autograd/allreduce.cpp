@@ -24,6 +24,18 @@ std::string describe_buckets(const TrainingGraph& tg, int64_t configured) {
          (configured > 0 ? std::to_string(configured) : std::string("auto")) + ")";
 }
 
+int64_t gather_fingerprint(const TrainingGraph& tg) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the buckets' byte counts
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (int v = 0; v < static_cast<int>(tg.graph.size()); ++v) {
+    const Node& n = tg.graph.node(v);
+    if (n.op->name == "grad_allreduce_start") mix(static_cast<uint64_t>(n.outputs[0].bytes()));
+  }
+  return static_cast<int64_t>(h & 0xffffff);
+}
+
 void add_gradient_allreduce(TrainingGraph& tg, int ranks, int64_t bucket_bytes) {
   MNEMO_ASSERT(ranks >= 1 && bucket_bytes >= 0) << "add_gradient_allreduce: ranks " << ranks << ", bucket_bytes " << bucket_bytes;
   MNEMO_ASSERT(tg.lr < 0) << "add_gradient_allreduce: runs before the optimiser updates";

@@ -31,4 +31,9 @@ int64_t bucket_bytes_for(int64_t grad_bytes, int64_t configured);
 // training graph with the all-reduce (`configured` as given to add_gradient_allreduce).
 std::string describe_buckets(const TrainingGraph& tg, int64_t configured);
 
+// A 24-bit fingerprint of the step's gathers in schedule order (each bucket's bytes): the ranks of
+// a run must issue the same gathers in the same order. A time-limited solver (order: optimal,
+// budget=...:exact) could plan another step on another rank; the trainer compares fingerprints.
+int64_t gather_fingerprint(const TrainingGraph& tg);
+
 }  // namespace mnemo

@@ -293,6 +293,15 @@ TEST(DataParallel, BucketSizes) {
   const std::string d = describe_buckets(mr.training, 0);
   EXPECT_EQ(d.rfind("1 bucket(s) of at most 1048576 bytes (", 0), 0u) << d;  // a small net: one bucket
   EXPECT_NE(d.find("parallel.bucket_bytes: auto"), std::string::npos) << d;
+  // The ranks' plans are compared by their gathers: equal plans agree, other buckets do not
+  // (on this LSTM `share` and `sublinear` complete the gradients in the same order).
+  c.parallel.bucket_bytes = 3000;
+  const int64_t f = gather_fingerprint(plan_pipeline(c, pr, "share", nullptr, true).training);
+  EXPECT_EQ(gather_fingerprint(plan_pipeline(c, pr, "share", nullptr, true).training), f);
+  EXPECT_EQ(gather_fingerprint(plan_pipeline(c, pr, "sublinear", nullptr, true).training), f);
+  c.parallel.bucket_bytes = 6000;
+  EXPECT_NE(gather_fingerprint(plan_pipeline(c, pr, "share", nullptr, true).training), f);
+  EXPECT_NE(gather_fingerprint(mr.training), f);
 }
 
 // A step planned for several ranks refuses to run without a communicator of that size.

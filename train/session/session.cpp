@@ -222,6 +222,15 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm)
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
   step_->set_replay(ranks_ == 1);
+  if (ranks_ > 1) {
+    // Every rank must issue the same gathers in the same order (exact in doubles: 24-bit values).
+    const double f = static_cast<double>(gather_fingerprint(step_->training()));
+    const std::vector<double> s = comm_->sum({f, f * f}, "the plans' comparison");
+    MNEMO_CHECK(s[0] == ranks_ * f && s[1] == ranks_ * f * f)
+        << "rank " << rank_ << ": the ranks planned different gradient all-reduces (bucket sequences differ): a "
+        << "time-limited solver (order: optimal, or budget=...:exact) chose another step on some rank; use an "
+        << "order and memory mode without a time limit for data parallelism (docs/PARALLEL.md)";
+  }
   // Rank 0 writes what one process would (metrics, checkpoints); every rank trains.
   if (!c.run.metrics.empty() && rank_ == 0) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
   if (!c.checkpoint.dir.empty() && rank_ == 0) std::filesystem::create_directories(c.checkpoint.dir);
