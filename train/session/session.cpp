@@ -456,6 +456,8 @@ int run_train(const TrainOptions& opt) {
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   if (!opt.save_init.empty()) {
+    // Under mpirun every rank would write the same file: rank 0 does (the weights are the same).
+    if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::string(r) != "0") return 0;
     std::shared_ptr<const DataSource> train = make_source(c, Split::train);
     const Pipeline p = build_pipeline(c, data_shape_of(c, *train), c.data.batch);
     ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
