@@ -229,12 +229,16 @@ TEST(DataParallel, StepWithAllReduceIsTheSingleProcessStep) {
       const Pipeline pr = build_pipeline(c, static_data_shape(c), c.data.batch, ranks);
       MirrorComm comm(ranks);
       set_communicator(&comm);
-      for (const std::string m : {"none", "share", "sublinear", "optimal", "share/greedy", "sublinear/updates-last"}) {
+      for (const std::string m : {"none", "share", "drop-bn-relu", "sublinear", "optimal", "budget", "share/greedy",
+                                  "sublinear/updates-last"}) {
         SCOPED_TRACE(kModels[model] + " ranks " + std::to_string(ranks) + " mode " + m);
         Config co = c;  // "mode/order": a schedule order other than the default moves the all-reduce nodes too
         const size_t slash = m.find('/');
         if (slash != std::string::npos) co.order = m.substr(slash + 1);
-        const MirrorResult mr = plan_pipeline(co, pr, m.substr(0, slash), nullptr, true);
+        std::string mode = m.substr(0, slash);
+        if (mode == "budget")  // at sublinear's total: feasible on every net
+          mode += "=" + std::to_string(plan_pipeline(co, pr, "sublinear", nullptr, true).planned.report.total_bytes);
+        const MirrorResult mr = plan_pipeline(co, pr, mode, nullptr, true);
         const Graph& g = mr.training.graph;
         int starts = 0, waits = 0;
         std::set<std::pair<int, int>> reduced;  // the wait nodes' outputs
