@@ -7,6 +7,8 @@
 
 namespace mnemo {
 
+bool is_bucket_start(const Node& n) { return n.op->name == "grad_allreduce_start"; }
+
 int64_t bucket_bytes_for(int64_t grad_bytes, int64_t configured) {
   if (configured > 0) return configured;
   constexpr int64_t kMiB = int64_t{1} << 20;
@@ -17,7 +19,7 @@ std::string describe_buckets(const TrainingGraph& tg, int64_t configured) {
   int buckets = 0;
   int64_t grad_bytes = 0;
   for (const Node& n : tg.graph.nodes())
-    if (n.op->name == "grad_allreduce_start") ++buckets;
+    buckets += is_bucket_start(n);
   for (const ParamGrad& pg : tg.grads) grad_bytes += static_cast<int64_t>(tg.graph.type(pg.grad).bytes());
   return std::to_string(buckets) + " bucket(s) of at most " + std::to_string(bucket_bytes_for(grad_bytes, configured)) + " bytes (" +
          std::to_string(grad_bytes) + " bytes of gradients; parallel.bucket_bytes: " +
@@ -31,7 +33,7 @@ int64_t gather_fingerprint(const TrainingGraph& tg) {
   };
   for (int v = 0; v < static_cast<int>(tg.graph.size()); ++v) {
     const Node& n = tg.graph.node(v);
-    if (n.op->name == "grad_allreduce_start") mix(static_cast<uint64_t>(n.outputs[0].bytes()));
+    if (is_bucket_start(n)) mix(static_cast<uint64_t>(n.outputs[0].bytes()));
   }
   return static_cast<int64_t>(h & 0xffffff);
 }

@@ -19,6 +19,9 @@
 
 namespace mnemo {
 
+// Whether `n` is a bucket's start (its output 0 is the bucket buffer).
+bool is_bucket_start(const Node& n);
+
 // `bucket_bytes` 0: automatic (bucket_bytes_for).
 void add_gradient_allreduce(TrainingGraph& tg, int ranks, int64_t bucket_bytes);
 

@@ -1,6 +1,8 @@
 // Training-step memory plans and their reports.
 #include "memory/report.h"
 
+#include "autograd/allreduce.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -17,7 +19,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
   for (int id = 0; id < static_cast<int>(g.size()); ++id) {
     const Node& n = g.node(id);
-    if (n.op->name == "grad_allreduce_start") grads.push_back({id, 0});  // data parallelism's bucket buffers
+    if (is_bucket_start(n)) grads.push_back({id, 0});  // data parallelism's bucket buffers
     if (!n.op->traits.updates_state) continue;
     for (const EntryRef& e : n.inputs)
       if (g.node(e.node).is(OpKind::compute) && g.type(e).dtype == DType::i32) grads.push_back(e);

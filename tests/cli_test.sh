@@ -38,6 +38,11 @@ expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/res
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
 expect plan-budget 0 'budget .*the least recompute whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+# One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
+expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2
+expect plan-ranks-buckets 0 'all-reduce: [0-9]+ bucket\(s\) of at most 1048576 bytes' -- "$mnemo" plan "$cfg" --memory share --ranks 2
+expect plan-ranks-json 0 '"ranks": 2' -- "$mnemo" plan "$cfg" --memory share --ranks 2 --json
+expect plan-ranks-indivisible 1 'data.batch 32 does not divide over --ranks 3' -- "$mnemo" plan "$cfg" --ranks 3
 expect budget-too-small 1 "no plan fits in .*the least total found is .*use budget=[0-9]+ or more" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=1MiB
 expect budget-bad 1 "expected budget=SIZE" -- "$mnemo" plan "$cfg" --memory budget=2QB
 expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0

@@ -159,32 +159,40 @@ else
   fails=$((fails + 1))
 fi
 
+# fault NAME SIGNAL LINES: trains NAME.yaml on 2 ranks, sends SIGNAL to one rank once NAME.jsonl has
+# LINES lines, and waits up to 30 s for mpirun to end; sets victim, stopped (1: it ended), rc
+# (mpirun's status) and secs (from the signal to the end). Leftover processes are killed.
+fault() {
+  local name=$1 sig=$2 lines=$3 job t0 q
+  mpi 2 "$mnemo" train "$tmp/$name.yaml" >"$tmp/$name.out" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 100); do
+    sleep 0.1
+    if [ -f "$tmp/$name.jsonl" ] && [ "$(wc -l <"$tmp/$name.jsonl")" -ge "$lines" ]; then
+      for q in $(pgrep -f "$tmp/$name.yaml"); do [ "$(cat /proc/$q/comm 2>/dev/null)" = mnemo ] && victim=$q; done
+      break
+    fi
+  done
+  t0=$(date +%s)
+  [ -n "$victim" ] && kill -"$sig" "$victim"
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  secs=$(($(date +%s) - t0))
+  stopped=1
+  kill -0 "$job" 2>/dev/null && stopped=0
+  wait "$job"
+  rc=$?
+  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+  for q in $(pgrep -f "$tmp/$name.yaml"); do kill -9 "$q" 2>/dev/null; done
+}
+
 # A rank that hangs (stopped with SIGSTOP mid-run): the others stop within parallel.timeout_s with
 # a message naming the rank and the collective, and mpirun ends the job with a failure.
 sed "s|METRICS|$tmp/hang.jsonl|; s|steps: 6|steps: 1000000|; s|bucket_bytes: 2048|bucket_bytes: 2048, timeout_s: 3|" \
   "$tmp/lstm.yaml" >"$tmp/hang.yaml"
-mpi 2 "$mnemo" train "$tmp/hang.yaml" >"$tmp/hang.out" 2>&1 &
-job=$!
-victim=""
-for _ in $(seq 100); do  # wait until both ranks train (the metrics file has lines)
-  sleep 0.1
-  if [ -s "$tmp/hang.jsonl" ]; then
-    for q in $(pgrep -f "$tmp/hang.yaml"); do [ "$(cat /proc/$q/comm 2>/dev/null)" = mnemo ] && victim=$q; done
-    break
-  fi
-done
-t0=$(date +%s)
-[ -n "$victim" ] && kill -STOP "$victim"
-for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-t1=$(date +%s)
-stopped=1
-kill -0 "$job" 2>/dev/null && stopped=0
-wait "$job"
-rc=$?
-[ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
-for q in $(pgrep -f "$tmp/hang.yaml"); do kill -9 "$q" 2>/dev/null; done
+fault hang STOP 1
 if [ -n "$victim" ] && [ "$stopped" = 1 ] && [ "$rc" -ne 0 ] && grep -q "rank [01] of 2: the all-reduce of a gradient bucket did not complete within 3 s" "$tmp/hang.out"; then
-  echo "ok   a hung rank stops the run in $((t1 - t0)) s (timeout 3 s)"
+  echo "ok   a hung rank stops the run in $secs s (timeout 3 s)"
   passes=$((passes + 1))
 else
   echo "FAIL a hung rank (victim '$victim', ended $stopped, exit $rc):"
@@ -196,23 +204,7 @@ fi
 # failure, and the last checkpoint is whole: a run resumes from it.
 sed "s|METRICS|$tmp/die.jsonl|; s|steps: 6|steps: 1000000|" "$tmp/lstm.yaml" >"$tmp/die.yaml"
 echo "checkpoint: {dir: $tmp/die-ckpt, every: 2}" >>"$tmp/die.yaml"
-mpi 2 "$mnemo" train "$tmp/die.yaml" >"$tmp/die.out" 2>&1 &
-job=$!
-victim=""
-for _ in $(seq 100); do  # until a few checkpoints were written
-  sleep 0.1
-  if [ -f "$tmp/die.jsonl" ] && [ "$(wc -l <"$tmp/die.jsonl")" -ge 20 ]; then
-    for q in $(pgrep -f "$tmp/die.yaml"); do [ "$(cat /proc/$q/comm 2>/dev/null)" = mnemo ] && victim=$q; done
-    break
-  fi
-done
-[ -n "$victim" ] && kill -9 "$victim"
-for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-stopped=1
-kill -0 "$job" 2>/dev/null && stopped=0
-wait "$job"
-rc=$?
-for q in $(pgrep -f "$tmp/die.yaml"); do kill -9 "$q" 2>/dev/null; done
+fault die KILL 20
 sed -i "s|steps: 1000000|steps: 1000|" "$tmp/die.yaml"
 if [ -n "$victim" ] && [ "$stopped" = 1 ] && [ "$rc" -ne 0 ] &&
   out=$("$mnemo" train "$tmp/die.yaml" --resume "$tmp/die-ckpt/checkpoint.safetensors" --steps 1 2>&1) &&
@@ -225,6 +217,10 @@ else
   echo "${out:-}" | tail -5
   fails=$((fails + 1))
 fi
+
+# --save-init under mpirun: rank 0 writes the file, the others write nothing and succeed.
+check "--save-init on 3 ranks succeeds (rank 0 writes)" mpi 3 "$mnemo" train "$tmp/mlp-1.yaml" --save-init "$tmp/init.safetensors"
+check "the initial weights load" "$mnemo" train "$tmp/mlp-1.yaml" --init "$tmp/init.safetensors" --steps 1
 
 # On a machine without a GPU, a data-parallel run on `cuda` stops on every rank with a clear error
 # (NCCL is loaded, the id exchanged; opening the device fails), no hang.
