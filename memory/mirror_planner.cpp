@@ -259,21 +259,6 @@ std::vector<size_t> first_equal(const std::vector<MirrorPlan>& plans) {
   return same;
 }
 
-void parallel_each(size_t n, const std::function<void(size_t)>& body) {
-  // An exception must not leave an OpenMP region (std::terminate): keep each, rethrow the first after.
-  std::vector<std::exception_ptr> errors(n);
-#pragma omp parallel for schedule(dynamic)
-  for (size_t k = 0; k < n; ++k) {
-    try {
-      body(k);
-    } catch (...) {
-      errors[k] = std::current_exception();
-    }
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 MirrorPlan PlanContext::apply(MirrorPlan m) const {
   if (m.empty()) m.assign(fwd.size(), 0);
   for (const auto& [node, k] : overrides) m.at(node) = k;

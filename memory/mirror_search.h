@@ -7,6 +7,7 @@
 
 #include "autograd/update.h"
 #include "memory/mirror_planner.h"
+#include "memory/parallel.h"
 
 namespace mnemo {
 
@@ -35,8 +36,6 @@ struct PlanContext {
 
 // same[i]: the first plan equal to plans[i] (i itself when none before it is).
 std::vector<size_t> first_equal(const std::vector<MirrorPlan>& plans);
-// body(0) .. body(n - 1) on the OpenMP threads; the first exception is rethrown after all ran.
-void parallel_each(size_t n, const std::function<void(size_t)>& body);
 
 // budget=SIZE (memory/budget_planner.cpp).
 MirrorResult plan_budget(const PlanContext& ctx);
