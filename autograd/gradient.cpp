@@ -70,7 +70,7 @@ void Builder::make_mirrors() {
       Node clone = fwd_.node(static_cast<int>(v));
       for (EntryRef& e : clone.inputs) e.node = mirror_of_[e.node];
       const std::string name = clone.name + "/mirror" + (k > 1 ? std::to_string(k) : "");
-      clone.name.clear();
+      clone.name = name;  // (push makes it unique as add_node would, without a rename)
       const int id = g_.push(std::move(clone));
       add_node(id, NodeRole::recompute, static_cast<int>(v), name);
       mirror_of_[v] = id;

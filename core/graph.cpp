@@ -83,8 +83,12 @@ int Graph::push(Node n) {
   MNEMO_ASSERT(n.op) << "node '" << n.name << "' has no op";
   for (const EntryRef& e : n.inputs)
     MNEMO_ASSERT(e.node >= 0 && e.node < id) << "node '" << n.name << "' reads a later node " << e.node;
-  if (n.name.empty() || by_name_.count(n.name)) n.name = unique_name(n.name.empty() ? n.op->name : n.name);
-  by_name_[n.name] = id;
+  if (n.name.empty()) n.name = unique_name(n.op->name);
+  // (one lookup when the name is new, as it is in graph rewrites: this runs per node per candidate plan)
+  if (!by_name_.try_emplace(n.name, id).second) {
+    n.name = unique_name(n.name);
+    by_name_.emplace(n.name, id);
+  }
   nodes_.push_back(std::move(n));
   return id;
 }
