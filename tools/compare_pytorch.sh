@@ -13,8 +13,9 @@
 # resnet56, configs/bench-lstm-2x512.yaml against lstm (lstm-fused: configs/bench-lstm-2x512-fused.yaml, the same
 # LSTM with model.cell: fused, against the same PyTorch LSTM), configs/table2/densenet121.yaml and inception_v3.yaml at
 # batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model, mnemo (memory share and
-# sublinear) and PyTorch twice: with glibc's defaults and with the tuned allocator (MALLOC_MMAP_THRESHOLD_ and
-# MALLOC_TRIM_THRESHOLD_ raised, so freed buffers are kept), plus PyTorch's checkpointed variants with the tuned
+# sublinear) and PyTorch three times: with glibc's defaults, with the tuned allocator (MALLOC_MMAP_THRESHOLD_ and
+# MALLOC_TRIM_THRESHOLD_ raised, so freed buffers are kept) and with jemalloc preloaded (Debian's libjemalloc.so.2,
+# which mnemo's binary links), plus PyTorch's checkpointed variants with the tuned
 # allocator (resnet56: checkpoint_sequential with 4 segments and every block checkpointed; lstm: time segments of
 # 8 steps), alternating so that machine noise hits all. The table gives per variant the median over the rounds
 # (with two rounds: their mean) of each run's median step time, and every round.
@@ -76,6 +77,11 @@ trap 'rm -f "$results"' EXIT
 
 # PyTorch's glibc settings that keep freed buffers instead of returning them to the OS (its "tuned allocator").
 tuned_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184)
+# ... and jemalloc preloaded (PyTorch's CPU performance guide recommends it; mnemo's binary links it): Debian's
+# libjemalloc2, which scripts/deps.sh installs with libjemalloc-dev.
+jemalloc=$(ldconfig -p 2>/dev/null | awk '/libjemalloc\.so\.2 / {print $NF; exit}')
+[[ -n $jemalloc ]] || die "libjemalloc.so.2 not found (install libjemalloc2: scripts/deps.sh does)"
+jemalloc_env=(LD_PRELOAD="$jemalloc")
 declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8" [lstm-fused]="segment:8")
 declare -A torch_model=([lstm-fused]=lstm)  # the PyTorch model a mnemo config is compared with (default: its name)
 run_mnemo() {  # model round mode
@@ -86,10 +92,11 @@ run_mnemo() {  # model round mode
     die "mnemo bench ${config[$1]} --memory $3 failed"
   printf '{"framework": "mnemo", "variant": "mnemo %s", "model": "%s", "round": %d, "result": %s}\n' "$3" "$1" "$2" "$line" >>"$results"
 }
-run_torch() {  # model round tuned(0/1) checkpoint
+run_torch() {  # model round allocator(0: glibc defaults, 1: tuned glibc, 2: jemalloc) checkpoint
   local bflag=() envs=() label="PyTorch"
   [[ -n ${batch_of[$1]:-} ]] && bflag=(--batch "${batch_of[$1]}")
   [[ $3 == 1 ]] && envs=("${tuned_env[@]}") && label="PyTorch tuned"
+  [[ $3 == 2 ]] && envs=("${jemalloc_env[@]}") && label="PyTorch jemalloc"
   [[ $4 != none ]] && label="$label checkpoint $4"
   echo "round $2/$rounds: $label $1 ..." >&2
   line=$(env "${envs[@]}" "$python" tools/bench_pytorch.py --model "${torch_model[$1]:-$1}" --threads "$threads" --steps "$steps" --warmup "$warmup" \
@@ -98,13 +105,15 @@ run_torch() {  # model round tuned(0/1) checkpoint
 }
 
 # Every round runs, per model: mnemo share, PyTorch (glibc's defaults), mnemo sublinear, PyTorch with the tuned
-# allocator, then PyTorch's checkpointed variants (tuned allocator), so that machine noise hits all of them.
+# allocator, PyTorch with jemalloc, then PyTorch's checkpointed variants (tuned allocator), so that machine noise
+# hits all of them.
 for ((r = 1; r <= rounds; ++r)); do
   for m in "${models[@]}"; do
     run_mnemo "$m" "$r" share
     run_torch "$m" "$r" 0 none
     run_mnemo "$m" "$r" sublinear
     run_torch "$m" "$r" 1 none
+    run_torch "$m" "$r" 2 none
     for c in ${ckpts[$m]:-}; do run_torch "$m" "$r" 1 "$c"; done
   done
 done
@@ -139,6 +148,7 @@ for m in models:
         print("| %s | %s | %s | %.4f | %.2f | %.2f | %s |" % (names[m], "/".join(map(str, sorted(batches))), v, med[v],
               med[v] / med["PyTorch tuned"], med[v] / med["mnemo share"], ", ".join("%.4f" % t for t in per_round(m, v))))
     for what, a, b, limit in (("mnemo share / PyTorch tuned", "mnemo share", "PyTorch tuned", 0.75),
+                              ("mnemo share / PyTorch jemalloc", "mnemo share", "PyTorch jemalloc", 0.75),
                               ("mnemo share / PyTorch (glibc defaults)", "mnemo share", "PyTorch", None),
                               ("mnemo sublinear / mnemo share", "mnemo sublinear", "mnemo share", 1.25)):
         rs = [x / y for x, y in zip(per_round(m, a), per_round(m, b))]
@@ -149,7 +159,8 @@ for m in models:
 print()
 print("s/step: the median over the rounds of each run's median step time; the ratios divide those medians; "
       "\"PyTorch tuned\": MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 (glibc keeps freed "
-      "buffers); checkpointed PyTorch variants run with the tuned allocator.")
+      "buffers); \"PyTorch jemalloc\": LD_PRELOAD of Debian's libjemalloc.so.2 (mnemo's binary links it); checkpointed "
+      "PyTorch variants run with the tuned allocator.")
 print()
 print("Ratios per round (each round's own runs):")
 for t in targets:
