@@ -11,7 +11,7 @@ namespace mnemo {
 void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   MNEMO_ASSERT(tg.lr < 0) << "add_sgd_updates: the graph has updates already";
   MNEMO_ASSERT(tg.loss.valid()) << "add_sgd_updates: a training graph with a loss is needed";
-  if (spec.ranks > 1) add_gradient_allreduce(tg, spec.ranks, spec.bucket_bytes);
+  if (spec.ranks > 1 || spec.reduce_one_rank) add_gradient_allreduce(tg, spec.ranks, spec.bucket_bytes);
   const Graph& old = tg.graph;
   const int n = static_cast<int>(old.size());
   const int forward_end = tg.num_forward - 1;  // the loss check goes right after the forward nodes

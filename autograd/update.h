@@ -28,6 +28,8 @@ struct SgdSpec {
   // ranks, in buckets of at most bucket_bytes, before their updates.
   int ranks = 1;
   int64_t bucket_bytes = 0;  // 0: automatic (autograd/allreduce.h)
+  // The all-reduce nodes also with one rank (parallel.reduce_one_rank: measures their overhead).
+  bool reduce_one_rank = false;
 };
 
 // Rewrites `tg` in place. Its nodes are moved into the new graph, not copied (planners call this

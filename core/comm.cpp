@@ -21,4 +21,10 @@ Communicator& communicator_of(int64_t ranks) {
   return *c;
 }
 
+Communicator* communicator_for(int64_t ranks) {
+  if (ranks > 1) return &communicator_of(ranks);
+  Communicator* c = communicator();
+  return c && c->size() == 1 ? c : nullptr;
+}
+
 }  // namespace mnemo

@@ -6,8 +6,9 @@
 //                                                 of row r's part j, in rank order) / R
 // Backward compute runs between the two (the autograd pass puts the wait of a bucket where the next
 // bucket starts), so the gather overlaps it. Summing gathered rows in a fixed order makes the mean
-// the same bits on every rank and every run. With ranks = 1 nothing is communicated and
-// g'_j = g_j exactly. The bucket buffer is an ordinary planned entry (live from start to wait).
+// the same bits on every rank and every run. With ranks = 1, g'_j = g_j exactly, and nothing is
+// communicated unless a one-rank communicator is installed (parallel.reduce_one_rank: the gather
+// then runs, to measure the path; core/comm.h communicator_for). The bucket buffer is an ordinary planned entry (live from start to wait).
 #include <cstring>
 
 #include "core/comm.h"
@@ -75,7 +76,7 @@ void start_cpu(const KernelContext& c) {
   const TensorView& buf = c.out[0];
   const int64_t total = buf.dim(1);
   const size_t elem = dtype_size(buf.dtype());
-  Communicator* comm = ranks > 1 ? &communicator_of(ranks) : nullptr;
+  Communicator* comm = communicator_for(ranks);
   const int64_t me = comm ? comm->rank() : 0;
   char* row = static_cast<char*>(buf.data) + static_cast<size_t>(me * total) * elem;
   for (const TensorView& g : c.in) {
@@ -88,7 +89,7 @@ void start_cpu(const KernelContext& c) {
 void wait_cpu(const KernelContext& c) {
   const TensorView& buf = c.in[0];
   const int64_t ranks = buf.dim(0), total = buf.dim(1);
-  if (ranks > 1) communicator_of(ranks).wait_gather(buf.data, "the all-reduce of a gradient bucket");
+  if (Communicator* comm = communicator_for(ranks)) comm->wait_gather(buf.data, "the all-reduce of a gradient bucket");
   dispatch_float(buf.dtype(), "grad_allreduce_wait", [&]<class T>() {
     const T* rows = buf.as<T>();
     int64_t off = 0;

@@ -43,6 +43,9 @@ expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" 
 expect plan-ranks-buckets 0 'all-reduce: [0-9]+ bucket\(s\) of at most 1048576 bytes' -- "$mnemo" plan "$cfg" --memory share --ranks 2
 expect plan-ranks-json 0 '"ranks": 2' -- "$mnemo" plan "$cfg" --memory share --ranks 2 --json
 expect plan-ranks-indivisible 1 'data.batch 32 does not divide over --ranks 3' -- "$mnemo" plan "$cfg" --ranks 3
+# parallel.reduce_one_rank: one rank's plan keeps the all-reduce buckets (docs/PARALLEL.md).
+{ cat "$cfg"; echo "parallel: {reduce_one_rank: true}"; } >"$tmp/reduce1.yaml"
+expect plan-reduce-one-rank 0 'all-reduce: [0-9]+ bucket\(s\)' -- "$mnemo" plan "$tmp/reduce1.yaml" --memory share
 expect budget-too-small 1 "no plan fits in .*the least total found is .*use budget=[0-9]+ or more" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=1MiB
 expect budget-bad 1 "expected budget=SIZE" -- "$mnemo" plan "$cfg" --memory budget=2QB
 expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0

@@ -82,6 +82,7 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 20\nparallel: {bucket_bytes: -1}\n", "t.yaml:4:26", "parallel.bucket_bytes: expected an integer in [0, 2147483647]"},
       {"model:\n  type: resnet\n  depth: 20\nparallel: {timeout_s: 0}\n", "t.yaml:4:23", "parallel.timeout_s: expected a number >= 1"},
       {"model:\n  type: resnet\n  depth: 20\nparallel: {buckets: 4}\n", "t.yaml:4:12", "parallel.buckets: expected a known key"},
+      {"model:\n  type: resnet\n  depth: 20\nparallel: {reduce_one_rank: 3}\n", "t.yaml:4:29", "parallel.reduce_one_rank: expected"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
       {"model:\n  type: resnet\n  depth: 20\n  blocks: [1, 2]\n", "t.yaml:", "cifar ResNet takes depth"},
       {"model:\n  type: resnet\n  depth: 20\n  x: [1, 2\n", "t.yaml:", "invalid YAML"},

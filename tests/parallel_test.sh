@@ -3,7 +3,8 @@
 # on the same global batches, for models without batch norm (an MLP graph and an LSTM, whose
 # time-major batches are sharded along their second axis): per-step losses and the weights after
 # the run within 1e-5 relative for N = 2 and 3; two runs of N = 2 bitwise equal; a resumed run
-# bitwise equal to an uninterrupted one; a batch that does not divide over the ranks is a clear
+# bitwise equal to an uninterrupted one; one rank with parallel.reduce_one_rank bitwise equal to one
+# process; a batch that does not divide over the ranks is a clear
 # error; a hung rank stops the others within the timeout; a killed rank ends the job and leaves the
 # last checkpoint whole. Run by ctest as `parallel`: tests/parallel_test.sh MNEMO SOURCE_DIR
 set -u
@@ -138,6 +139,29 @@ for model in mlp lstm; do
 done
 check "mlp: 2 ranks again" run mlp-2b 2 "$tmp/mlp.yaml"
 check "mlp: two runs of 2 ranks bitwise equal" compare mlp-2 mlp-2b 0
+# parallel.reduce_one_rank: one rank keeps the all-reduce path (its gathers are counted in the
+# communication line), under `mpirun -np 1` (gathers over MPI) and without mpirun (no MPI), and
+# trains bitwise as one process does (the mean over one rank is the gradient itself).
+for how in mpirun plain; do
+  sed "s|METRICS|$tmp/mlp-r1$how.jsonl|; s|bucket_bytes: 4096}|bucket_bytes: 4096, reduce_one_rank: true}|" "$tmp/mlp.yaml" >"$tmp/reduce1$how.yaml"
+  if [ "$how" = mpirun ]; then
+    out=$(mpi 1 "$mnemo" train "$tmp/reduce1$how.yaml" --checkpoint "$tmp/mlp-r1$how.safetensors" 2>&1)
+  else
+    out=$("$mnemo" train "$tmp/reduce1$how.yaml" --checkpoint "$tmp/mlp-r1$how.safetensors" 2>&1)
+  fi
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "data parallel: 1 rank (parallel.reduce_one_rank" <<<"$out" &&
+     grep -Eq "communication: [1-9][0-9]* gradient gathers per step" <<<"$out"; then
+    echo "ok   mlp: one rank with parallel.reduce_one_rank ($how) runs the all-reduce path"
+    passes=$((passes + 1))
+  else
+    echo "FAIL mlp: one rank with parallel.reduce_one_rank ($how, exit $rc):"
+    echo "$out" | tail -10
+    fails=$((fails + 1))
+  fi
+  check "mlp: reduce_one_rank ($how) bitwise equal to one process" compare mlp-1 "mlp-r1$how" 0
+done
+
 # Resume: 4 steps with a checkpoint, then on to 8 from it (the data position restored on every
 # rank): the weights of an uninterrupted run.
 sed "s|METRICS|$tmp/resumed.jsonl|" "$tmp/mlp.yaml" >"$tmp/resume.yaml"

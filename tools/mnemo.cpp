@@ -101,7 +101,9 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   MNEMO_CHECK(c.data.batch % ranks == 0) << path << ": data.batch " << c.data.batch << " does not divide over --ranks " << ranks;
-  const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch / ranks, ranks);
+  // (parallel.reduce_one_rank: one rank's step under `mpirun -np 1` has the all-reduce nodes too)
+  const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch / ranks, ranks, ranks == 1 && c.parallel.reduce_one_rank);
+  const bool reduces = ranks > 1 || p.reduce_one_rank;
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
   for (const std::string& m : list) mnemo::parse_memory_mode(m);  // a bad mode fails before any output
   nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
@@ -116,7 +118,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     std::printf("%s: %s, %d layers, %lld parameters, %.3g GFLOP per forward pass, batch %lld, %zu forward nodes, planned for %s\n",
                 path.c_str(), c.model_type.c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
                 static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
-    if (ranks > 1)
+    if (reduces)
       std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets "
                   "(param_grad includes the bucket buffers)\n",
                   ranks, static_cast<long long>(c.data.batch / ranks));
@@ -172,7 +174,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["order"] = {{"order", o.order}, {"chosen", o.chosen}, {"default_peak_bytes", o.default_peak}, {"peak_bytes", o.peak},
                     {"bound_bytes", o.bound >= 0 ? nlohmann::json(o.bound) : nlohmann::json()}, {"status", o.status},
                     {"moved", o.moved}, {"region", o.region}, {"seconds", o.seconds}};
-    if (ranks > 1) j["allreduce"] = mnemo::describe_buckets(mr.training, c.parallel.bucket_bytes);
+    if (reduces) j["allreduce"] = mnemo::describe_buckets(mr.training, c.parallel.bucket_bytes);
     out["modes"].push_back(j);
     if (json) continue;
     std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
@@ -187,7 +189,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mnemo::format_bytes(r.arena_bound_bytes).c_str(),
                   r.arena_bound_bytes ? 100.0 * static_cast<double>(r.arena_bytes - r.arena_bound_bytes) / static_cast<double>(r.arena_bound_bytes) : 0.0,
                   r.placement_seconds);
-    if (ranks > 1) std::printf("    all-reduce: %s\n", j["allreduce"].get<std::string>().c_str());
+    if (reduces) std::printf("    all-reduce: %s\n", j["allreduce"].get<std::string>().c_str());
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
                   o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),

@@ -443,6 +443,7 @@ Config parse_config(const std::string& text, const std::string& name) {
     Section pc = top.section("parallel");
     c.parallel.bucket_bytes = pc.get_int("bucket_bytes", c.parallel.bucket_bytes, 0, INT32_MAX);
     c.parallel.timeout_s = pc.get_float("timeout_s", c.parallel.timeout_s, 1);
+    c.parallel.reduce_one_rank = pc.get_bool("reduce_one_rank", c.parallel.reduce_one_rank);
     pc.finish();
     top.finish();
   } catch (const YAML::Exception& e) {

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "train/parallel/run_comm.h"
 
 namespace mnemo {
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public RunCommunicator {
  public:
   // The communicator of a process started by mpirun (OMPI_COMM_WORLD_SIZE set), else null.
   // `timeout_s`: how long a wait may take before the run is stopped.
@@ -24,21 +24,13 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   void start_gather(void* buf, int64_t bytes) override;
   void wait_gather(void* buf, const std::string& what) override;
-  // Element-wise sum / max over the ranks, in rank order (every rank gets the same bits).
-  std::vector<double> sum(const std::vector<double>& values, const std::string& what);
-  int max(int value, const std::string& what);
-  // Rank 0's `bytes` on every rank (the NCCL communicator's unique id).
-  std::string broadcast(const std::string& bytes, const std::string& what);
-  // The device half (NCCL, cuda/nccl.h) for a run whose step is on a GPU.
-  void attach_device(std::unique_ptr<DeviceGather> d) { device_ = std::move(d); }
+  // (run_comm.h; the gathers' times are measured on the MPI thread)
+  std::vector<double> sum(const std::vector<double>& values, const std::string& what) override;
+  int max(int value, const std::string& what) override;
+  std::string broadcast(const std::string& bytes, const std::string& what) override;
+  void attach_device(std::unique_ptr<DeviceGather> d) override { device_ = std::move(d); }
   DeviceGather* device() const override { return device_.get(); }
-  // Time spent so far: in the gradient gathers (on the MPI thread, from the gather's start there
-  // to its end) and waiting for them in wait_gather (the part the compute did not hide).
-  struct Stats {
-    int64_t gathers = 0;
-    double gather_s = 0, waited_s = 0;
-  };
-  Stats stats() const;
+  Stats stats() const override;
 
   struct Impl;
 

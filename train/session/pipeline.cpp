@@ -3,9 +3,9 @@
 
 namespace mnemo {
 
-Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks) {
+Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks, bool reduce_one_rank) {
   MNEMO_CHECK(ranks >= 1) << "ranks must be at least 1, got " << ranks;
-  Pipeline p{data, build_model(c, data, batch, true), {}, ranks};
+  Pipeline p{data, build_model(c, data, batch, true), {}, ranks, reduce_one_rank};
   const Graph& fwd = p.model.builder.graph();
   for (const auto& [name, k] : c.mirror) {
     const int id = fwd.find(name);
@@ -17,7 +17,7 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, i
 
 MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device,
                            bool with_update) {
-  const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay, p.ranks, c.parallel.bucket_bytes};
+  const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay, p.ranks, c.parallel.bucket_bytes, p.reduce_one_rank};
   MemoryMode m = parse_memory_mode(mode);
   m.order = parse_schedule_order(c.order);
   m.placement_seconds = c.placement_seconds;

@@ -14,12 +14,14 @@ struct Pipeline {
   BuiltModel model;
   std::map<int, int> mirror_overrides;  // node id -> m from the config
   int ranks = 1;  // data parallelism: the gradients are averaged over this many ranks (docs/PARALLEL.md)
+  bool reduce_one_rank = false;  // the all-reduce nodes also when ranks is 1 (parallel.reduce_one_rank)
 };
 
 // Builds the forward model for `batch` examples and resolves the config's per-node mirror counts
 // (an unknown node name is an error naming the config). `ranks` > 1: one rank's part of a
-// data-parallel step (`batch` is then the rank's share of the global batch).
-Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks = 1);
+// data-parallel step (`batch` is then the rank's share of the global batch). `reduce_one_rank`: with
+// one rank, the all-reduce nodes anyway (a run under `mpirun -np 1` with parallel.reduce_one_rank).
+Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks = 1, bool reduce_one_rank = false);
 
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").
 // `with_update`: the config's SGD update inside the step (training); false: the gradients are the

@@ -140,13 +140,14 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
 
 // The trainer: one BoundStep on the run's device, the loader staging each next batch while the
 // step runs, an evaluator in the step's arena, checkpoints.
-int ranks_of(const MpiCommunicator* comm) { return comm ? comm->size() : 1; }
-int rank_of(const MpiCommunicator* comm) { return comm ? comm->rank() : 0; }
+int ranks_of(const RunCommunicator* comm) { return comm ? comm->size() : 1; }
+int rank_of(const RunCommunicator* comm) { return comm ? comm->rank() : 0; }
 
 class Trainer {
  public:
-  // `comm`: the run's communicator when mpirun started it (data parallelism), else null.
-  Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm);
+  // `comm`: the run's communicator when mpirun started it (data parallelism) or the config keeps the
+  // reduction path with one rank (parallel.reduce_one_rank), else null.
+  Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm);
   int run();
 
  private:
@@ -158,8 +159,9 @@ class Trainer {
   Clock::time_point created_ = Clock::now();  // first member: setup time counts from here
   const TrainOptions& opt_;
   Config& c_;
-  MpiCommunicator* comm_;
+  RunCommunicator* comm_;
   int rank_, ranks_;  // this process's rank and the run's rank count (1 without mpirun)
+  bool dp_;  // the step all-reduces its gradients: several ranks, or one with parallel.reduce_one_rank
   std::shared_ptr<const DataSource> train_, test_;
   DataShape ds_;
   Pipeline p_;
@@ -187,9 +189,9 @@ class Trainer {
   int64_t first_ = 0;
 };
 
-Trainer::Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm)
-    : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), train_(make_source(c, Split::train)),
-      ds_(data_shape_of(c, *train_)), p_(build_pipeline(c, ds_, c.data.batch / ranks_, ranks_)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
+Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
+    : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(comm && (ranks_ > 1 || c.parallel.reduce_one_rank)),
+      train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)), p_(build_pipeline(c, ds_, c.data.batch / ranks_, ranks_, dp_)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
       planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
       plan_peak_(peak_rss_bytes() - rss0_), rss_run0_(reset_peak_rss()),
       params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
@@ -217,12 +219,12 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, MpiCommunicator* comm)
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
   // A data-parallel step runs eagerly (its NCCL gathers on their own stream are not captured).
-  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && ranks_ == 1);
+  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && !dp_);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
   step_->executor().set_profiling(opt.profile);
-  step_->set_replay(ranks_ == 1);
-  if (ranks_ > 1) {
+  step_->set_replay(!dp_);
+  if (dp_) {
     // Every rank must issue the same gathers in the same order (exact in doubles: 24-bit values).
     const double f = static_cast<double>(gather_fingerprint(step_->training()));
     const std::vector<double> s = comm_->sum({f, f * f}, "the plans' comparison");
@@ -289,7 +291,10 @@ int Trainer::run() {
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
-  if (ranks_ > 1)
+  if (dp_ && ranks_ == 1)
+    std::printf("data parallel: 1 rank (parallel.reduce_one_rank: the all-reduce path kept to measure it), gradients "
+                "averaged in %s\n", describe_buckets(step_->training(), c_.parallel.bucket_bytes).c_str());
+  else if (dp_)
     std::printf("data parallel: %d ranks (mpirun), batch %lld per rank, gradients averaged in %s, overlapping the backward pass\n",
                 ranks_, static_cast<long long>(c_.data.batch / ranks_), describe_buckets(step_->training(), c_.parallel.bucket_bytes).c_str());
 
@@ -323,7 +328,7 @@ int Trainer::run() {
     } catch (const Error& e) {
       failed = e.what();
     }
-    if (ranks_ > 1) {
+    if (dp_) {
       // Every rank learns whether any failed (so all stop together) and the loss of the global
       // batch (the mean of the ranks' losses: equal shares).
       const std::vector<double> sums = comm_->sum({failed.empty() ? loss : 0.0, failed.empty() ? 0.0 : 1.0}, std::string("the loss of ") + what);
@@ -375,9 +380,9 @@ int Trainer::run() {
   } else {
     std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state_.step), static_cast<long long>(total_));
   }
-  if (ranks_ > 1 && steps > 0) {
+  if (dp_ && steps > 0) {
     // Every rank's communication time (gathers on its MPI thread; waits in its step), averaged.
-    const MpiCommunicator::Stats st = comm_->stats();
+    const RunCommunicator::Stats st = comm_->stats();
     const std::vector<double> sums = comm_->sum({st.gather_s, st.waited_s, static_cast<double>(st.gathers)}, "the communication times");
     const double gather = sums[0] / ranks_ / steps, waited = sums[1] / ranks_ / steps;
     std::printf("communication: %.0f gradient gathers per step; per rank and step %.4f s of gathers, %.4f s of them waited "
@@ -467,13 +472,15 @@ int run_train(const TrainOptions& opt) {
     std::printf("wrote the initial weights (%zu tensors) to %s\n", ts.size(), opt.save_init.c_str());
     return 0;
   }
-  // Data parallelism: mpirun started this process (docs/PARALLEL.md).
-  std::unique_ptr<MpiCommunicator> comm = MpiCommunicator::open_if_launched(c.parallel.timeout_s);
+  // Data parallelism: mpirun started this process (docs/PARALLEL.md); or one rank without MPI,
+  // to measure the reduction path (parallel.reduce_one_rank).
+  std::unique_ptr<RunCommunicator> comm = MpiCommunicator::open_if_launched(c.parallel.timeout_s);
+  if (!comm && c.parallel.reduce_one_rank) comm = std::make_unique<OneRankCommunicator>();
   struct Installed {  // the kernels reach the communicator while the trainer runs
     explicit Installed(Communicator* c) { set_communicator(c); }
     ~Installed() { set_communicator(nullptr); }
   } installed(comm.get());
-  if (comm && comm->size() > 1) {
+  if (comm && (comm->size() > 1 || c.parallel.reduce_one_rank)) {
     const int n = comm->size();
     MNEMO_CHECK(c.data.batch % n == 0) << c.file << ": data.batch " << c.data.batch << " does not divide over the " << n
                                        << " ranks of this run (mpirun -np " << n << "): use a multiple of " << n
