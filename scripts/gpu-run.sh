@@ -3,8 +3,9 @@
 # PyTorch comparison, in one go, from the bundle scripts/gpu-build.sh made (carry gpu-dist/).
 # Logs, JSON and CSV go to ${OUT:-gpu-out}/; a short table is printed last. Each part fits one
 # device call (10 minutes at most):
-#   bash scripts/gpu-run.sh tests    GPU tests, training and planning on the GPU from the CLI
-#   bash scripts/gpu-run.sh bench    ResNet-50 and the paper's LSTM: mnemo beside PyTorch
+#   bash scripts/gpu-run.sh tests    GPU tests, training and planning on the GPU from the CLI (also with NCCL, one rank)
+#   bash scripts/gpu-run.sh bench    ResNet-50 and the paper's LSTM: mnemo beside PyTorch; the fused LSTM cell; the
+#                                    all-reduce path's overhead with NCCL over one rank
 #   bash scripts/gpu-run.sh big      speed per memory mode; the 1001-layer ResNet under sublinear
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,9 @@ case $part in
     run cli-mlp 60 $mnemo train configs/mlp-graph.yaml --device cuda --steps 50 --memory sublinear
     run cli-resnet20 120 $mnemo train configs/resnet56-cifar.yaml --device cuda --steps 30 --no-eval
     run plan-resnet50 120 $mnemo plan configs/resnet50-imagenet.yaml --device cuda --json
+    # The data-parallel kernels and NCCL over one rank (parallel.reduce_one_rank, no mpirun needed).
+    { cat configs/mlp-graph.yaml; echo "parallel: {reduce_one_rank: true}"; } >"$out/reduce1.yaml"
+    run cli-mlp-reduce-one-rank 60 $mnemo train "$out/reduce1.yaml" --device cuda --steps 50 --memory sublinear
     ;;
   bench)
     # Throughput and memory: mnemo (share) and PyTorch eager, strict float32 on both, same batch.
@@ -49,6 +53,9 @@ case $part in
     done
     run torch-resnet50 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
     run torch-lstm-paper 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3
+    # The fused LSTM cell's CUDA kernel; the reduction path's overhead with NCCL over one rank.
+    run bench-lstm-2x512-fused-share 100 $mnemo bench configs/bench-lstm-2x512-fused.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+    run dp-one-rank-resnet56 150 python3 tools/parallel_bench.py configs/resnet56-cifar.yaml --one-rank --device cuda --rounds 3 --steps 30 --mnemo $mnemo
     ;;
   big)
     # Speed per memory mode on ResNet-50; what replaying the captured step saves on the LSTM.
