@@ -34,6 +34,17 @@ check() {  # check NAME COMMAND...: the command succeeds
     fails=$((fails + 1))
   fi
 }
+# verdict NAME STATUS OUTPUT: counts a check the caller evaluated (STATUS 0: passed; else OUTPUT's tail)
+verdict() {
+  if [ "$2" -eq 0 ]; then
+    echo "ok   $1"
+    passes=$((passes + 1))
+  else
+    echo "FAIL $1:"
+    echo "$3" | tail -10
+    fails=$((fails + 1))
+  fi
+}
 
 cat >"$tmp/mlp.yaml" <<EOF
 model:
@@ -150,15 +161,9 @@ for how in mpirun plain; do
     out=$("$mnemo" train "$tmp/reduce1$how.yaml" --checkpoint "$tmp/mlp-r1$how.safetensors" 2>&1)
   fi
   rc=$?
-  if [ "$rc" -eq 0 ] && grep -q "data parallel: 1 rank (parallel.reduce_one_rank" <<<"$out" &&
-     grep -Eq "communication: [1-9][0-9]* gradient gathers per step" <<<"$out"; then
-    echo "ok   mlp: one rank with parallel.reduce_one_rank ($how) runs the all-reduce path"
-    passes=$((passes + 1))
-  else
-    echo "FAIL mlp: one rank with parallel.reduce_one_rank ($how, exit $rc):"
-    echo "$out" | tail -10
-    fails=$((fails + 1))
-  fi
+  [ "$rc" -eq 0 ] && grep -q "data parallel: 1 rank (parallel.reduce_one_rank" <<<"$out" &&
+    grep -Eq "communication: [1-9][0-9]* gradient gathers per step" <<<"$out"
+  verdict "mlp: one rank with parallel.reduce_one_rank ($how) runs the all-reduce path (exit $rc)" $? "$out"
   check "mlp: reduce_one_rank ($how) bitwise equal to one process" compare mlp-1 "mlp-r1$how" 0
 done
 
@@ -174,14 +179,8 @@ check "mlp: resumed run bitwise equal to the uninterrupted one" compare mlp-2 re
 # A global batch that does not divide over the ranks: a clear error from every rank, no training.
 out=$(mpi 5 "$mnemo" train "$tmp/mlp-1.yaml" --steps 1 2>&1)
 rc=$?
-if [ "$rc" -ne 0 ] && grep -q "data.batch 12 does not divide over the 5 ranks" <<<"$out"; then
-  echo "ok   batch 12 over 5 ranks is an error"
-  passes=$((passes + 1))
-else
-  echo "FAIL batch 12 over 5 ranks: exit $rc"
-  echo "$out" | tail -10
-  fails=$((fails + 1))
-fi
+[ "$rc" -ne 0 ] && grep -q "data.batch 12 does not divide over the 5 ranks" <<<"$out"
+verdict "batch 12 over 5 ranks is an error (exit $rc)" $? "$out"
 
 # fault NAME SIGNAL LINES: trains NAME.yaml on 2 ranks, sends SIGNAL to one rank once NAME.jsonl has
 # LINES lines, and waits up to 30 s for mpirun to end; sets victim, stopped (1: it ended), rc
