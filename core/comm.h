@@ -40,11 +40,9 @@ class Communicator {
 // while any step can run and removes it (set_communicator(nullptr)) before destroying it.
 void set_communicator(Communicator* c);
 Communicator* communicator();
-// The communicator of a step planned for `ranks` > 1 ranks; throws mnemo::Error (saying to run
-// under mpirun with that many processes) when none is installed or it has another size.
-Communicator& communicator_of(int64_t ranks);
-// The communicator a step planned for `ranks` ranks gathers with: communicator_of(ranks) for
-// `ranks` > 1; for one rank, the installed communicator when it has one rank (a run with
+// The communicator a step planned for `ranks` ranks gathers with. For `ranks` > 1 the installed
+// one, which must have that many ranks (else mnemo::Error, saying to run under mpirun with that
+// many processes); for one rank, the installed communicator when it has one rank (a run with
 // parallel.reduce_one_rank, which measures the reduction path), else null (nothing to gather).
 Communicator* communicator_for(int64_t ranks);
 

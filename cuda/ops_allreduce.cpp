@@ -1,8 +1,9 @@
 // CUDA kernels of the data-parallel all-reduce (ops/allreduce.cpp), float32: start copies this
 // rank's gradients into its row of the bucket buffer on the step's stream and, with a communicator
-// (several ranks, or one under parallel.reduce_one_rank), hands the buffer to the communicator's device half (NCCL, cuda/nccl.h), which gathers on a
-// stream of its own; wait makes the step's stream wait for that gather and writes the means
-// (cuda/kernels/allreduce.h, summed in rank order: the bits of the CPU kernel).
+// (several ranks, or one under parallel.reduce_one_rank), hands the buffer to the communicator's
+// device half (NCCL, cuda/nccl.h), which gathers on a stream of its own; wait makes the step's
+// stream wait for that gather and writes the means (cuda/kernels/allreduce.h, summed in rank
+// order: the bits of the CPU kernel).
 #include "core/comm.h"
 #include "cuda/check.h"
 #include "cuda/context.h"

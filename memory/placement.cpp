@@ -128,7 +128,8 @@ class Search {
   }
   void dive(size_t depth, int last, int64_t floor, int64_t top) {
     if (stopped_) return;
-    if ((++nodes_ & 63) == 0 && (std::chrono::steady_clock::now() > deadline_ || (cancel_ && cancel_->load(std::memory_order_relaxed)))) {  // (a node can cost milliseconds)
+    // (checked every 64 nodes: a node can cost milliseconds)
+    if ((++nodes_ & 63) == 0 && (std::chrono::steady_clock::now() > deadline_ || (cancel_ && cancel_->load(std::memory_order_relaxed)))) {
       stopped_ = true;
       return;
     }

@@ -8,7 +8,8 @@
 // bucket starts), so the gather overlaps it. Summing gathered rows in a fixed order makes the mean
 // the same bits on every rank and every run. With ranks = 1, g'_j = g_j exactly, and nothing is
 // communicated unless a one-rank communicator is installed (parallel.reduce_one_rank: the gather
-// then runs, to measure the path; core/comm.h communicator_for). The bucket buffer is an ordinary planned entry (live from start to wait).
+// then runs, to measure the path; core/comm.h communicator_for). The bucket buffer is an ordinary
+// planned entry (live from start to wait).
 #include <cstring>
 
 #include "core/comm.h"

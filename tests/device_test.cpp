@@ -220,6 +220,16 @@ TEST(Device, StagedInputsAreCopiesInAlternatingSlots) {
   EXPECT_NE(error_of([&] { d->stage_inputs(wrong); }).find("reserved"), std::string::npos);
 }
 
+// The GPU a device name means (open_device and the data-parallel NCCL setup share it).
+TEST(Device, CudaOrdinalOfADeviceName) {
+  EXPECT_EQ(cuda_ordinal("cpu"), -1);
+  EXPECT_EQ(cuda_ordinal("host"), -1);
+  EXPECT_EQ(cuda_ordinal("cuda"), 0);
+  EXPECT_EQ(cuda_ordinal("cuda:3"), 3);
+  EXPECT_NE(error_of([] { cuda_ordinal("cuda:", "t.yaml: device"); }).find("t.yaml: device: 'cuda:' is not a device"), std::string::npos);
+  EXPECT_NE(error_of([] { cuda_ordinal("cudax"); }).find("--device: 'cudax' is not a device"), std::string::npos);
+}
+
 TEST(Device, SelectionErrorsAreClear) {
   EXPECT_NE(open_device("cpu"), nullptr);
   EXPECT_NE(open_device("host"), nullptr);

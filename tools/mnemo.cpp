@@ -101,7 +101,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   const std::unique_ptr<mnemo::Device> device = mnemo::open_run_device(c, device_name);
   const mnemo::DataShape ds = mnemo::static_data_shape(c);
   MNEMO_CHECK(c.data.batch % ranks == 0) << path << ": data.batch " << c.data.batch << " does not divide over --ranks " << ranks;
-  // (parallel.reduce_one_rank: one rank's step under `mpirun -np 1` has the all-reduce nodes too)
+  // (parallel.reduce_one_rank: a one-rank step keeps the all-reduce nodes too)
   const mnemo::Pipeline p = mnemo::build_pipeline(c, ds, c.data.batch / ranks, ranks, ranks == 1 && c.parallel.reduce_one_rank);
   const bool reduces = ranks > 1 || p.reduce_one_rank;
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};

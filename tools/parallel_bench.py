@@ -29,7 +29,7 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--bucket-bytes", type=int, default=0, help="parallel.bucket_bytes (0: the config's)")
 ap.add_argument("--mnemo", default="./build/mnemo")
-ap.add_argument("--one-rank", action="store_true", help="plain process against mpirun -np 1 with parallel.reduce_one_rank")
+ap.add_argument("--one-rank", action="store_true", help="plain process against one with parallel.reduce_one_rank")
 ap.add_argument("--threads", type=int, default=2, help="--one-rank: threads of both variants")
 ap.add_argument("--device", default="", help="--device for mnemo train (e.g. cuda)")
 ap.add_argument("--mpi", action="store_true", help="--one-rank: the reduce_one_rank process under mpirun -np 1")
@@ -37,9 +37,8 @@ a = ap.parse_args()
 
 
 def with_parallel(keys):
-    """CONFIG with its parallel section replaced by `keys` (a temporary file)."""
-    import re as _re
-    text = _re.sub(r"(?m)^parallel:.*\n", "", open(a.config).read())
+    """CONFIG with its parallel section (flow or block form) replaced by `keys` (a temporary file)."""
+    text = re.sub(r"(?m)^parallel:.*\n(?:[ \t]+.*\n)*", "", open(a.config).read())
     tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
     tmp.write(text + "\nparallel: {" + ", ".join(keys) + "}\n")
     tmp.close()
@@ -67,13 +66,13 @@ def run(ranks, cfg=None, force_mpi=False, threads=None):
 
 if a.one_rank:
     reduce_cfg = with_parallel(keys + ["reduce_one_rank: true"])
-    plain, reduced, comm = [], [], []
+    plain, reduced = [], []
     for r in range(a.rounds):
         first, second = (False, True) if r % 2 == 0 else (True, False)
         t = {}
         for red in (first, second):
             t[red] = run(1, reduce_cfg if red else config, force_mpi=red and a.mpi, threads=a.threads)
-        plain.append(t[False][0]), reduced.append(t[True][0]), comm.append(t[True][1])
+        plain.append(t[False][0]), reduced.append(t[True][0])
         c = t[True][1]
         print(f"round {r + 1}: plain {t[False][0]:.4f} s/step; reduce_one_rank{' (mpirun -np 1)' if a.mpi else ''} {t[True][0]:.4f} s/step "
               f"({t[True][0] / t[False][0]:.3f}x); gathers {c[0]:.4f} s/step, waited {c[1]:.4f} s/step", flush=True)

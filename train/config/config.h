@@ -61,7 +61,7 @@ struct CheckpointConfig {
 struct ParallelConfig {
   int64_t bucket_bytes = 0;  // gradients all-reduced together, at most this many bytes; 0: automatic
   double timeout_s = 300;                    // a collective waiting longer stops every rank
-  bool reduce_one_rank = false;  // under `mpirun -np 1`: the all-reduce path anyway (measures its overhead)
+  bool reduce_one_rank = false;  // one rank keeps the all-reduce path (to measure its overhead)
 };
 
 struct Config {

@@ -225,13 +225,4 @@ std::string MpiCommunicator::broadcast(const std::string& bytes, const std::stri
   return *data;
 }
 
-int MpiCommunicator::max(int value, const std::string& what) {
-  auto io = std::make_shared<std::pair<int, int>>(value, value);
-  auto job = impl_->submit([io] {
-    check_mpi(MPI_Allreduce(&io->first, &io->second, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  });
-  impl_->wait(job, what);
-  return io->second;
-}
-
 }  // namespace mnemo

@@ -26,7 +26,6 @@ class MpiCommunicator final : public RunCommunicator {
   void wait_gather(void* buf, const std::string& what) override;
   // (run_comm.h; the gathers' times are measured on the MPI thread)
   std::vector<double> sum(const std::vector<double>& values, const std::string& what) override;
-  int max(int value, const std::string& what) override;
   std::string broadcast(const std::string& bytes, const std::string& what) override;
   void attach_device(std::unique_ptr<DeviceGather> d) override { device_ = std::move(d); }
   DeviceGather* device() const override { return device_.get(); }

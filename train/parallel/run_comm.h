@@ -13,9 +13,8 @@ namespace mnemo {
 
 class RunCommunicator : public Communicator {
  public:
-  // Element-wise sum / max over the ranks, in rank order (every rank gets the same bits).
+  // Element-wise sum over the ranks, in rank order (every rank gets the same bits).
   virtual std::vector<double> sum(const std::vector<double>& values, const std::string& what) = 0;
-  virtual int max(int value, const std::string& what) = 0;
   // Rank 0's `bytes` on every rank (the NCCL communicator's unique id).
   virtual std::string broadcast(const std::string& bytes, const std::string& what) = 0;
   // The device half (NCCL, cuda/nccl.h) for a run whose step is on a GPU.
@@ -41,7 +40,6 @@ class OneRankCommunicator final : public RunCommunicator {
   void wait_gather(void*, const std::string&) override {}
   DeviceGather* device() const override { return device_.get(); }
   std::vector<double> sum(const std::vector<double>& values, const std::string&) override { return values; }
-  int max(int value, const std::string&) override { return value; }
   std::string broadcast(const std::string& bytes, const std::string&) override { return bytes; }
   void attach_device(std::unique_ptr<DeviceGather> d) override { device_ = std::move(d); }
   Stats stats() const override { return stats_; }

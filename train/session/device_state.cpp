@@ -16,17 +16,21 @@ bool cuda_backend_built() {
 #endif
 }
 
-std::unique_ptr<Device> open_device(const std::string& name, const std::string& what) {
-  if (name == "cpu" || name == "host") return make_cpu_device();
-  int ordinal = 0;
+int cuda_ordinal(const std::string& name, const std::string& what) {
+  if (name == "cpu" || name == "host") return -1;
   if (name.rfind("cuda:", 0) == 0) {
     const std::string n = name.substr(5);
     MNEMO_CHECK(!n.empty() && n.find_first_not_of("0123456789") == std::string::npos && n.size() < 4)
         << what << ": '" << name << "' is not a device (expected cpu, cuda, cuda:N or host)";
-    ordinal = std::stoi(n);
-  } else {
-    MNEMO_CHECK(name == "cuda") << what << ": '" << name << "' is not a device (expected cpu, cuda, cuda:N or host)";
+    return std::stoi(n);
   }
+  MNEMO_CHECK(name == "cuda") << what << ": '" << name << "' is not a device (expected cpu, cuda, cuda:N or host)";
+  return 0;
+}
+
+std::unique_ptr<Device> open_device(const std::string& name, const std::string& what) {
+  const int ordinal = cuda_ordinal(name, what);
+  if (ordinal < 0) return make_cpu_device();
 #ifdef MNEMO_HAVE_CUDA
   return cuda::open_device(ordinal);
 #else

@@ -20,6 +20,9 @@
 namespace mnemo {
 
 bool cuda_backend_built();
+// The GPU a device name means: -1 for "cpu" or "host", N for "cuda:N", 0 for "cuda"; anything else
+// is an error naming `what` (the flag or key).
+int cuda_ordinal(const std::string& name, const std::string& what = "--device");
 // "cpu" or "host" -> the CPU device; "cuda" or "cuda:N" -> an open CUDA device. `what` names the
 // flag or key for errors.
 std::unique_ptr<Device> open_device(const std::string& name, const std::string& what = "--device");

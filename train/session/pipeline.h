@@ -20,7 +20,7 @@ struct Pipeline {
 // Builds the forward model for `batch` examples and resolves the config's per-node mirror counts
 // (an unknown node name is an error naming the config). `ranks` > 1: one rank's part of a
 // data-parallel step (`batch` is then the rank's share of the global batch). `reduce_one_rank`: with
-// one rank, the all-reduce nodes anyway (a run under `mpirun -np 1` with parallel.reduce_one_rank).
+// one rank, the all-reduce nodes anyway (a one-rank run with parallel.reduce_one_rank).
 Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks = 1, bool reduce_one_rank = false);
 
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").

@@ -141,6 +141,9 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
 // The trainer: one BoundStep on the run's device, the loader staging each next batch while the
 // step runs, an evaluator in the step's arena, checkpoints.
 int ranks_of(const RunCommunicator* comm) { return comm ? comm->size() : 1; }
+// Whether the run's step all-reduces its gradients: several ranks, or one with
+// parallel.reduce_one_rank.
+bool data_parallel(const RunCommunicator* comm, const Config& c) { return comm && (comm->size() > 1 || c.parallel.reduce_one_rank); }
 int rank_of(const RunCommunicator* comm) { return comm ? comm->rank() : 0; }
 
 class Trainer {
@@ -161,7 +164,7 @@ class Trainer {
   Config& c_;
   RunCommunicator* comm_;
   int rank_, ranks_;  // this process's rank and the run's rank count (1 without mpirun)
-  bool dp_;  // the step all-reduces its gradients: several ranks, or one with parallel.reduce_one_rank
+  bool dp_;  // data_parallel(comm, c)
   std::shared_ptr<const DataSource> train_, test_;
   DataShape ds_;
   Pipeline p_;
@@ -190,7 +193,7 @@ class Trainer {
 };
 
 Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
-    : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(comm && (ranks_ > 1 || c.parallel.reduce_one_rank)),
+    : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(data_parallel(comm, c)),
       train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)), p_(build_pipeline(c, ds_, c.data.batch / ranks_, ranks_, dp_)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
       planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
       plan_peak_(peak_rss_bytes() - rss0_), rss_run0_(reset_peak_rss()),
@@ -480,7 +483,7 @@ int run_train(const TrainOptions& opt) {
     explicit Installed(Communicator* c) { set_communicator(c); }
     ~Installed() { set_communicator(nullptr); }
   } installed(comm.get());
-  if (comm && (comm->size() > 1 || c.parallel.reduce_one_rank)) {
+  if (data_parallel(comm.get(), c)) {
     const int n = comm->size();
     MNEMO_CHECK(c.data.batch % n == 0) << c.file << ": data.batch " << c.data.batch << " does not divide over the " << n
                                        << " ranks of this run (mpirun -np " << n << "): use a multiple of " << n
@@ -492,10 +495,7 @@ int run_train(const TrainOptions& opt) {
         const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         c.device = std::string("cuda:") + (local ? local : "0");
       }
-      const std::string digits = c.device.size() > 5 ? c.device.substr(5) : "0";
-      MNEMO_CHECK(!digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos)
-          << "device '" << c.device << "': expected cuda or cuda:N";
-      const int ordinal = std::stoi(digits);
+      const int ordinal = cuda_ordinal(c.device, opt.device.empty() ? c.file + ": device" : std::string("--device"));
       std::string id = comm->rank() == 0 ? cuda::nccl_unique_id() : std::string();
       id = comm->broadcast(id, "the NCCL unique id");
       try {
