@@ -88,7 +88,7 @@ expect gpu-report 0 '\| resnet56 \| mnemo \| share \| 4 \| 50\.0 ms \| 80 \| 0\.
 onnx=$src/tests/fixtures/onnx
 expect onnx-import 0 'wrote its 11 initializers to .*small.safetensors' -- "$mnemo" import "$onnx/small.onnx" -o "$tmp/small.yaml"
 expect onnx-train 0 'trained 3 steps' -- "$mnemo" train "$tmp/small.yaml" --init "$tmp/small.safetensors" --steps 3 --no-eval
-expect train-rss 0 'peak RSS grew [0-9.]+ [KMG]?i?B after planning \([0-9.]+x the planned total; anonymous memory now' -- "$mnemo" train "$tmp/small.yaml" --init "$tmp/small.safetensors" --steps 2 --no-eval
+expect train-rss 0 'peak RSS grew [0-9.]+ [KMG]?i?B after planning \([0-9.]+x the planned total\): code paged in [0-9.]+ [KMG]?i?B .*, data [0-9.]+ [KMG]?i?B \([0-9.]+x the planned total' -- "$mnemo" train "$tmp/small.yaml" --init "$tmp/small.safetensors" --steps 2 --no-eval
 expect onnx-plan 0 'graph, .*11689512 parameters.*batch 4' -- "$mnemo" plan "$onnx/resnet18_structure.onnx" --batch 4 --memory share
 printf 'not onnx' >"$tmp/junk.onnx"
 expect onnx-junk 1 'junk.onnx: not an ONNX model' -- "$mnemo" plan "$tmp/junk.onnx"

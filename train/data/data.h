@@ -186,7 +186,7 @@ void fill_batch(const DataSource& src, const int64_t* indices, int64_t count, bo
 // order of a permutation (identity without shuffle) cut into batches of `batch`, dropping the last
 // incomplete one. The permutation of epoch e is a Fisher-Yates shuffle driven by splitmix64 seeded
 // with mix(seed, e), so batches are a pure function of (source, batch, shuffle, seed, p): the same
-// on every run and every platform. A background thread prepares up to two batches ahead. One
+// on every run and every platform. A background thread prepares the next batch ahead. One
 // consumer thread calls next()/seek(); position() and epoch() may be read from any thread.
 class BatchLoader {
  public:

@@ -51,6 +51,29 @@ int64_t status_bytes(const char* key) {  // a "kB" line of /proc/self/status, in
 }
 int64_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
 
+// Resident bytes of executable mappings (/proc/self/smaps): the libraries' text the run pages in
+// and the JIT kernels oneDNN generates. Code, not data: the plan does not hold it. 0 if unreadable.
+int64_t code_rss_bytes() {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  int64_t total = 0;
+  bool exec = false;
+  while (std::getline(in, line)) {
+    // A mapping's header: "start-end perms offset dev inode [path]"; its fields are "Key: value kB".
+    const size_t sp = line.find(' ');
+    if (sp != std::string::npos && line.find('-') < sp && line.size() > sp + 4) {
+      exec = line[sp + 3] == 'x';
+    } else if (exec && line.compare(0, 4, "Rss:") == 0) {
+      total += std::stoll(line.substr(4)) * 1024;
+    }
+  }
+  return total;
+}
+
+// jemalloc's control interface when the binary links jemalloc (weak: null under glibc's malloc,
+// as in the sanitizer build and the tests).
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen) __attribute__((weak));
+
 // After planning: the planner's temporary graphs are freed; glibc's freed pages are returned
 // (malloc_trim) and the kernel's peak-RSS mark is reset to the current RSS (clear_refs 5), so the
 // run's peak growth is measured from here and can be compared with the planned total. Returns
@@ -58,6 +81,10 @@ int64_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
 // start, planning included).
 int64_t reset_peak_rss() {
   malloc_trim(0);
+  // The mnemo binary's malloc is jemalloc (docs/DESIGN.md), where malloc_trim does nothing: its
+  // arenas keep the planner's freed pages (dirty, purged only after a decay time) and the run
+  // reuses them, so the growth from here would understate the run's memory. Purge them too.
+  if (mallctl) mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);  // 4096: MALLCTL_ARENAS_ALL
   std::ofstream out("/proc/self/clear_refs");
   if (!(out << "5" << std::flush)) return -1;
   out.close();
@@ -173,7 +200,7 @@ class Trainer {
   MirrorResult planned_;  // checked against the device's memory before the stores below exist
   int64_t plan_peak_ = 0;  // peak RSS growth up to the end of planning
   int64_t rss_run0_ = -1;  // RSS after planning, the peak mark reset to it (-1: could not reset)
-  int64_t anon_run0_ = status_bytes("RssAnon:");  // its anonymous part (not the libraries' code pages)
+  int64_t code_run0_ = code_rss_bytes();  // its executable part (libraries' text, JIT kernels)
   ParamStore params_;
   Sgd sgd_;
   BatchLoader loader_;
@@ -192,10 +219,14 @@ class Trainer {
   int64_t first_ = 0;
 };
 
+// Batches a run holds besides the plan: on the host the staging buffer and the data loader's (the
+// trainer's current one, the one prepared ahead, a recycled one); on a GPU the two staging buffers.
+int64_t staged_batches(const Device& d) { return d.host_memory() ? 4 : 2; }
+
 Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(data_parallel(comm, c)),
       train_(make_source(c, Split::train)), ds_(data_shape_of(c, *train_)), p_(build_pipeline(c, ds_, c.data.batch / ranks_, ranks_, dp_)), device_(open_run_device(c, opt.device)), rss0_(peak_rss_bytes()),
-      planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, device_->host_memory() ? 6 : 2))),
+      planned_(plan_step(c, p_, *device_, true, opt.force, batch_bytes(p_, staged_batches(*device_)))),
       plan_peak_(peak_rss_bytes() - rss0_), rss_run0_(reset_peak_rss()),
       params_(p_.model.builder.graph(), p_.model.builder.params(), c.run.seed),
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
@@ -224,7 +255,9 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   // A data-parallel step runs eagerly (its NCCL gathers on their own stream are not captured).
   step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && !dp_);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
-  device_->reserve_inputs(io, 2);  // double-buffered: the next batch uploads while this step runs
+  // On a GPU double-buffered: the next batch uploads while this step runs. A host step has ended
+  // when run() returns, so one buffer serves (the next batch is copied in after it).
+  device_->reserve_inputs(io, device_->host_memory() ? 1 : 2);
   step_->executor().set_profiling(opt.profile);
   step_->set_replay(!dp_);
   if (dp_) {
@@ -409,14 +442,20 @@ int Trainer::run() {
                                                    : "kernel launches node by node");
   } else {
     if (rss_run0_ >= 0) {
+      // The peak is data and code together; code only grows (pages stay mapped), so the data at the
+      // peak is at least the peak minus the code now: exact when the code stopped growing before the
+      // peak (the kernels are prepared and the libraries paged in by the first step).
       const int64_t grew = std::max<int64_t>(0, peak_rss_bytes() - rss_run0_);
-      const int64_t anon = std::max<int64_t>(0, status_bytes("RssAnon:") - anon_run0_);
+      const int64_t code = std::max<int64_t>(0, code_rss_bytes() - code_run0_);
+      const double total = static_cast<double>(std::max<int64_t>(1, ps.report.total_bytes));
       std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s after planning (%.2fx the planned "
-                  "total; anonymous memory now %s above it, the rest is library code paged in; the planner's own "
-                  "peak was %s above the start; setup took %.1f s)\n",
+                  "total): code paged in %s (the libraries' text, oneDNN's JIT kernels), data %s (%.2fx the planned "
+                  "total; besides the plan, the data loader's prefetched batches of %s each); the planner's own peak "
+                  "was %s above the start; setup took %.1f s\n",
                   format_bytes(step_->executor().allocated_bytes()).c_str(), format_bytes(grew).c_str(),
-                  static_cast<double>(grew) / static_cast<double>(std::max<int64_t>(1, ps.report.total_bytes)),
-                  format_bytes(anon).c_str(), format_bytes(std::max<int64_t>(0, plan_peak_)).c_str(), setup_s);
+                  static_cast<double>(grew) / total, format_bytes(code).c_str(), format_bytes(std::max<int64_t>(0, grew - code)).c_str(),
+                  static_cast<double>(std::max<int64_t>(0, grew - code)) / total, format_bytes(batch_bytes(p_, 1)).c_str(),
+                  format_bytes(std::max<int64_t>(0, plan_peak_)).c_str(), setup_s);
     } else {
       std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during the run, planning included "
                   "(the peak mark could not be reset; setup took %.1f s)\n",
