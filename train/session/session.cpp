@@ -219,9 +219,10 @@ class Trainer {
   int64_t first_ = 0;
 };
 
-// Batches a run holds besides the plan: on the host the staging buffer and the data loader's (the
-// trainer's current one, the one prepared ahead, a recycled one); on a GPU the two staging buffers.
-int64_t staged_batches(const Device& d) { return d.host_memory() ? 4 : 2; }
+// Batches a run holds besides the plan: on the host the staging buffer and the data loader's two
+// (the trainer's current one and the one prepared ahead: two buffers circulate); on a GPU the two
+// staging buffers.
+int64_t staged_batches(const Device& d) { return d.host_memory() ? 3 : 2; }
 
 Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(data_parallel(comm, c)),
