@@ -39,8 +39,10 @@ void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)) {
   for (int64_t d : type_.shape) MNEMO_CHECK(d >= 0) << "negative dimension in " << type_.str();
-  size_t bytes = (type_.bytes() + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+  // 256-byte aligned like the arena's buffers (align_up): a host run binds the data loader's batch
+  // tensors as the step's inputs, so they must be placed as the planned buffers would be.
+  size_t bytes = (type_.bytes() + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, bytes ? bytes : 256);
   MNEMO_CHECK(p) << "out of memory allocating " << bytes << " bytes for " << type_.str();
   data_.reset(p);
 }

@@ -219,10 +219,10 @@ class Trainer {
   int64_t first_ = 0;
 };
 
-// Batches a run holds besides the plan: on the host the staging buffer and the data loader's two
-// (the trainer's current one and the one prepared ahead: two buffers circulate); on a GPU the two
+// Batches a run holds besides the plan's inputs: on the host the data loader's batch prepared
+// ahead (the current one is bound as the step's input: two buffers circulate); on a GPU the two
 // staging buffers.
-int64_t staged_batches(const Device& d) { return d.host_memory() ? 3 : 2; }
+int64_t staged_batches(const Device& d) { return d.host_memory() ? 1 : 2; }
 
 Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     : opt_(opt), c_(c), comm_(comm), rank_(rank_of(comm)), ranks_(ranks_of(comm)), dp_(data_parallel(comm, c)),
@@ -256,9 +256,10 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   // A data-parallel step runs eagerly (its NCCL gathers on their own stream are not captured).
   step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && !dp_);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
-  // On a GPU double-buffered: the next batch uploads while this step runs. A host step has ended
-  // when run() returns, so one buffer serves (the next batch is copied in after it).
-  device_->reserve_inputs(io, device_->host_memory() ? 1 : 2);
+  // On a GPU double-buffered: the next batch uploads while this step runs. A host step reads the
+  // loader's batch in place (no copy): it has ended when run() returns, before the loader takes
+  // that batch's buffer back.
+  if (!device_->host_memory()) device_->reserve_inputs(io, 2);
   step_->executor().set_profiling(opt.profile);
   step_->set_replay(!dp_);
   if (dp_) {
@@ -338,7 +339,7 @@ int Trainer::run() {
   auto stage_next = [&] {
     loader_.next(x_, y_);
     const TensorView host[2] = {x_.view(), y_.view()};
-    next_ = device_->stage_inputs(host);
+    next_ = device_->host_memory() ? std::vector<TensorView>(host, host + 2) : device_->stage_inputs(host);
     staged_ = true;
   };
   const auto t0 = Clock::now();
