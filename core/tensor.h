@@ -39,7 +39,8 @@ struct TensorView {
   }
 };
 
-// An owning, 64-byte aligned buffer with a type. Used for parameters, data batches and tests.
+// An owning, 256-byte aligned buffer with a type (the arena's alignment: a host run binds the
+// data loader's batch tensors as the step's inputs). Used for parameters, data batches and tests.
 class Tensor {
  public:
   Tensor() = default;

@@ -269,6 +269,7 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
   const double improve_until = (n <= kWholeBuffers ? 0.4 : 0.85) * seconds;
   size_t want = std::min<size_t>(n, kFirstFreed);
   std::vector<char> tried(np, 0);  // centres whose window ran out of time since the last improvement
+  struct { int centre = -1; size_t want = 0; int64_t arena = -1; } fruitless;  // kind 2's last vain search
   while (!done() && want < n && elapsed() < improve_until) {
     bool improved = false, complete = true;
     for (int kind = 0; kind < 3 && !done(); ++kind) {
@@ -285,7 +286,8 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
         int c = -1;
         for (int p = 0; p < np; ++p)
           if (column[p] == rep.arena_bytes && (c < 0 || load[p] > load[c])) c = p;
-        if (c < 0) continue;
+        if (c < 0 || (c == fruitless.centre && want == fruitless.want && rep.arena_bytes == fruitless.arena)) continue;
+        fruitless = {c, want, rep.arena_bytes};  // (the same search again would find nothing; an improvement changes the arena)
         int l = c, r = c;
         for (size_t i = 0; i < n; ++i)
           if (lo[i] <= c && hi[i] >= c && top_of(i) == rep.arena_bytes) l = std::min(l, lo[i]), r = std::max(r, hi[i]);

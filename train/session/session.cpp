@@ -35,6 +35,10 @@
 #endif
 #include "autograd/allreduce.h"
 
+// jemalloc's control interface when the binary links jemalloc (weak: null under glibc's malloc,
+// as in the sanitizer build and the tests).
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen) __attribute__((weak));
+
 namespace mnemo {
 namespace {
 
@@ -70,10 +74,6 @@ int64_t code_rss_bytes() {
   return total;
 }
 
-// jemalloc's control interface when the binary links jemalloc (weak: null under glibc's malloc,
-// as in the sanitizer build and the tests).
-extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen) __attribute__((weak));
-
 // After planning: the planner's temporary graphs are freed; glibc's freed pages are returned
 // (malloc_trim) and the kernel's peak-RSS mark is reset to the current RSS (clear_refs 5), so the
 // run's peak growth is measured from here and can be compared with the planned total. Returns
@@ -84,7 +84,10 @@ int64_t reset_peak_rss() {
   // The mnemo binary's malloc is jemalloc (docs/DESIGN.md), where malloc_trim does nothing: its
   // arenas keep the planner's freed pages (dirty, purged only after a decay time) and the run
   // reuses them, so the growth from here would understate the run's memory. Purge them too.
-  if (mallctl) mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);  // 4096: MALLCTL_ARENAS_ALL
+  if (mallctl) {
+    mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);  // small freed objects cached per thread
+    mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);     // 4096: MALLCTL_ARENAS_ALL
+  }
   std::ofstream out("/proc/self/clear_refs");
   if (!(out << "5" << std::flush)) return -1;
   out.close();
@@ -165,8 +168,9 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
   }
 }
 
-// The trainer: one BoundStep on the run's device, the loader staging each next batch while the
-// step runs, an evaluator in the step's arena, checkpoints.
+// The trainer: one BoundStep on the run's device, the loader preparing the next batch while the
+// step runs (on a GPU uploaded into a staging buffer; on the host read in place), an evaluator in
+// the step's arena, checkpoints.
 int ranks_of(const RunCommunicator* comm) { return comm ? comm->size() : 1; }
 // Whether the run's step all-reduces its gradients: several ranks, or one with
 // parallel.reduce_one_rank.
@@ -350,13 +354,17 @@ int Trainer::run() {
   while (state_.step < total_) {
     const double lr = learning_rate(c_.optimizer, c_.schedule, state_.step, total_);
     // Enqueue the step (its updates included), then take and upload the next batch while the
-    // device computes; reading the loss and status waits for this step only.
+    // device computes; reading the loss and status waits for this step only. A host step reads
+    // the loader's batch in place and has ended when run() returns: the loader gets that batch's
+    // buffer back only after the loss and status are read (a non-finite one replays the step on
+    // the same input to name where it began), so its next batch is taken below.
+    const bool host = device_->host_memory();
     step_->bind(next_[0], next_[1]);
     staged_ = false;
     step_->set_lr(lr);
     step_->set_step(state_.step);  // dropout masks: a function of the global step (resume draws the same)
     step_->run();
-    if (state_.step + 1 < total_) stage_next();
+    if (!host && state_.step + 1 < total_) stage_next();
     double loss = 0;
     char what[64];
     std::snprintf(what, sizeof what, "step %lld (lr %g)", static_cast<long long>(state_.step + 1), lr);
@@ -384,6 +392,7 @@ int Trainer::run() {
                    << (device_->host_memory() ? "" : "; on a GPU a label outside [0, classes) also gives a NaN loss")
                    << ". Nothing was saved: the last checkpoint is unchanged.";
     }
+    if (host && state_.step + 1 < total_) stage_next();
     if (state_.step - first_ < 3 || (state_.step + 1) % 50 == 0) device_peak_ = std::max(device_peak_, device_->memory_in_use());
     ++state_.step;
     last_loss_ = loss;
@@ -452,7 +461,7 @@ int Trainer::run() {
       const double total = static_cast<double>(std::max<int64_t>(1, ps.report.total_bytes));
       std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s after planning (%.2fx the planned "
                   "total): code paged in %s (the libraries' text, oneDNN's JIT kernels), data %s (%.2fx the planned "
-                  "total; besides the plan, the data loader's prefetched batches of %s each); the planner's own peak "
+                  "total; besides the plan, the data loader's batch prepared ahead, %s); the planner's own peak "
                   "was %s above the start; setup took %.1f s\n",
                   format_bytes(step_->executor().allocated_bytes()).c_str(), format_bytes(grew).c_str(),
                   static_cast<double>(grew) / total, format_bytes(code).c_str(), format_bytes(std::max<int64_t>(0, grew - code)).c_str(),
