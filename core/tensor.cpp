@@ -1,8 +1,11 @@
 // Shapes, dtype names and owning tensors.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
+
+#include "core/memory_plan.h"
 
 namespace mnemo {
 
@@ -39,10 +42,10 @@ void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)) {
   for (int64_t d : type_.shape) MNEMO_CHECK(d >= 0) << "negative dimension in " << type_.str();
-  // 256-byte aligned like the arena's buffers (align_up): a host run binds the data loader's batch
-  // tensors as the step's inputs, so they must be placed as the planned buffers would be.
-  size_t bytes = (type_.bytes() + 255) / 256 * 256;
-  void* p = std::aligned_alloc(256, bytes ? bytes : 256);
+  // Aligned like the arena's buffers: a host run binds the data loader's batch tensors as the
+  // step's inputs, so they must be placed as the planned buffers would be.
+  const size_t bytes = static_cast<size_t>(align_up(std::max<int64_t>(static_cast<int64_t>(type_.bytes()), 1)));
+  void* p = std::aligned_alloc(static_cast<size_t>(kArenaAlignment), bytes);
   MNEMO_CHECK(p) << "out of memory allocating " << bytes << " bytes for " << type_.str();
   data_.reset(p);
 }

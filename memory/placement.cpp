@@ -261,52 +261,45 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
     return std::make_pair(l, r);
   };
   // 1. A better packing, by complete searches of neighbourhoods, the other buffers staying where
-  // they are: the buffers reaching highest (whole groups of equal tops), and those meeting the
-  // points around a point where the arena's top is reached (the heaviest first; the next one
-  // after a search ran out of time); when neither improves, the highest buffers over the
-  // lifetimes of those on top at the heaviest such point. Each neighbourhood starts with a few buffers, more each time
-  // both are searched through in vain. Up to 40% of the time (85% when step 3 does not run).
+  // they are: (0) the buffers reaching highest (whole groups of equal tops); (1) those meeting the
+  // points around a point where the arena's top is reached (the heaviest first; the next one after
+  // a search ran out of time); (2) when neither improves, the highest buffers over the lifetimes
+  // of those on top at the heaviest such point. Each neighbourhood starts with a few buffers, more
+  // each time (0) and (1) are searched through in vain. Up to 40% of the time (85% when step 3
+  // does not run).
   const double improve_until = (n <= kWholeBuffers ? 0.4 : 0.85) * seconds;
   size_t want = std::min<size_t>(n, kFirstFreed);
   std::vector<char> tried(np, 0);  // centres whose window ran out of time since the last improvement
-  struct { int centre = -1; size_t want = 0; int64_t arena = -1; } fruitless;  // kind 2's last vain search
+  struct { int centre = -1; size_t want = 0; int64_t arena = -1; } fruitless;  // (2)'s last vain search
+  // The top of the placed buffers at each point, and the heaviest point where it is the arena's
+  // (-1: none; with `untried`, only among the centres not tried yet).
+  auto columns = [&] {
+    std::vector<int64_t> column(np, 0);
+    for (size_t i = 0; i < n; ++i)
+      for (int p = lo[i]; p <= hi[i]; ++p) column[p] = std::max(column[p], top_of(i));
+    return column;
+  };
+  auto heaviest_top = [&](const std::vector<int64_t>& column, bool untried) {
+    int c = -1;
+    for (int p = 0; p < np; ++p)
+      if (column[p] == rep.arena_bytes && !(untried && tried[p]) && (c < 0 || load[p] > load[c])) c = p;
+    return c;
+  };
   while (!done() && want < n && elapsed() < improve_until) {
     bool improved = false, complete = true;
     for (int kind = 0; kind < 3 && !done(); ++kind) {
       std::vector<int> freed;
       int centre = -1;
-      if (kind == 2) {
-        if (improved) continue;  // only when the other two found nothing this round
-        // The highest buffers over the lifetimes of those reaching the top at its heaviest point:
-        // a buffer on top can only come down into a gap below it if the buffers above that gap
-        // during its lifetime move too (the largest meeting one point, kind 1, are mostly others).
-        std::vector<int64_t> column(np, 0);
-        for (size_t i = 0; i < n; ++i)
-          for (int p = lo[i]; p <= hi[i]; ++p) column[p] = std::max(column[p], top_of(i));
-        int c = -1;
-        for (int p = 0; p < np; ++p)
-          if (column[p] == rep.arena_bytes && (c < 0 || load[p] > load[c])) c = p;
-        if (c < 0 || (c == fruitless.centre && want == fruitless.want && rep.arena_bytes == fruitless.arena)) continue;
-        fruitless = {c, want, rep.arena_bytes};  // (the same search again would find nothing; an improvement changes the arena)
-        int l = c, r = c;
-        for (size_t i = 0; i < n; ++i)
-          if (lo[i] <= c && hi[i] >= c && top_of(i) == rep.arena_bytes) l = std::min(l, lo[i]), r = std::max(r, hi[i]);
-        freed = meeting(l, r, 0);
-        std::stable_sort(freed.begin(), freed.end(), [&](int a, int b) { return top_of(a) > top_of(b); });
-        if (freed.size() > want) freed.resize(want);
-      } else if (kind == 0) {
+      if (kind == 0) {
         std::vector<int> by_top(n);
         std::iota(by_top.begin(), by_top.end(), 0);
         std::stable_sort(by_top.begin(), by_top.end(), [&](int a, int b) { return top_of(a) > top_of(b); });
         size_t cut = want;
         while (cut < n && top_of(by_top[cut]) == top_of(by_top[cut - 1])) ++cut;
         freed.assign(by_top.begin(), by_top.begin() + static_cast<std::ptrdiff_t>(cut));
-      } else {
-        std::vector<int64_t> column(np, 0);
-        for (size_t i = 0; i < n; ++i)
-          for (int p = lo[i]; p <= hi[i]; ++p) column[p] = std::max(column[p], top_of(i));
-        for (int p = 0; p < np; ++p)  // the heaviest point where the top is reached, not tried yet
-          if (column[p] == rep.arena_bytes && !tried[p] && (centre < 0 || load[p] > load[centre])) centre = p;
+      } else if (kind == 1) {
+        const std::vector<int64_t> column = columns();
+        centre = heaviest_top(column, true);
         if (centre < 0) continue;
         // The points around it while at most `want` buffers meet them; when more meet the point
         // itself, its `want` largest.
@@ -316,6 +309,19 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
           std::stable_sort(freed.begin(), freed.end(), [&](int a, int b) { return size_of(items[a]) > size_of(items[b]); });
           freed.resize(want);
         }
+      } else {
+        if (improved) continue;  // only when the other two found nothing this round
+        // A buffer on top can only come down into a gap below it if the buffers above that gap
+        // during its lifetime move too (the largest meeting one point, (1), are mostly others).
+        const int c = heaviest_top(columns(), false);
+        if (c < 0 || (c == fruitless.centre && want == fruitless.want && rep.arena_bytes == fruitless.arena)) continue;
+        fruitless = {c, want, rep.arena_bytes};  // (the same search again would find nothing; an improvement changes the arena)
+        int l = c, r = c;
+        for (size_t i = 0; i < n; ++i)
+          if (lo[i] <= c && hi[i] >= c && top_of(i) == rep.arena_bytes) l = std::min(l, lo[i]), r = std::max(r, hi[i]);
+        freed = meeting(l, r, 0);
+        std::stable_sort(freed.begin(), freed.end(), [&](int a, int b) { return top_of(a) > top_of(b); });
+        if (freed.size() > want) freed.resize(want);
       }
       if (freed.size() >= n) continue;  // the whole problem: step 3
       Search search(items, offsets, freed, true, rep.arena_bytes, std::min(0.1 * seconds, improve_until - elapsed()), cancel);
@@ -325,7 +331,7 @@ PlacementReport place_core(const std::vector<Buffer>& items, std::vector<int64_t
         rep.arena_bytes = search.best();
         rep.improved = improved = true;
         std::fill(tried.begin(), tried.end(), 0);
-      } else if (!ran_through && kind < 2) {  // (kind 2, a last try, does not hold back the doubling)
+      } else if (!ran_through && kind < 2) {  // ((2), a last try, does not hold back the doubling)
         complete = false;
         if (centre >= 0) tried[centre] = 1;
       }

@@ -340,10 +340,12 @@ int Trainer::run() {
     std::printf("data parallel: %d ranks (mpirun), batch %lld per rank, gradients averaged in %s, overlapping the backward pass\n",
                 ranks_, static_cast<long long>(c_.data.batch / ranks_), describe_buckets(step_->training(), c_.parallel.bucket_bytes).c_str());
 
+  // A host step reads the loader's batch in place; a GPU step an upload of it.
+  const bool host = device_->host_memory();
   auto stage_next = [&] {
     loader_.next(x_, y_);
-    const TensorView host[2] = {x_.view(), y_.view()};
-    next_ = device_->host_memory() ? std::vector<TensorView>(host, host + 2) : device_->stage_inputs(host);
+    const TensorView views[2] = {x_.view(), y_.view()};
+    next_ = host ? std::vector<TensorView>(views, views + 2) : device_->stage_inputs(views);
     staged_ = true;
   };
   const auto t0 = Clock::now();
@@ -358,7 +360,6 @@ int Trainer::run() {
     // the loader's batch in place and has ended when run() returns: the loader gets that batch's
     // buffer back only after the loss and status are read (a non-finite one replays the step on
     // the same input to name where it began), so its next batch is taken below.
-    const bool host = device_->host_memory();
     step_->bind(next_[0], next_[1]);
     staged_ = false;
     step_->set_lr(lr);
@@ -389,7 +390,7 @@ int Trainer::run() {
       // Nothing below runs: no checkpoint, no metrics line for this step.
       MNEMO_FAIL() << failed << ". Training diverged or the data or weights hold NaN/Inf: lower optimizer.lr or add "
                    << "warm-up if the loss grew before"
-                   << (device_->host_memory() ? "" : "; on a GPU a label outside [0, classes) also gives a NaN loss")
+                   << (host ? "" : "; on a GPU a label outside [0, classes) also gives a NaN loss")
                    << ". Nothing was saved: the last checkpoint is unchanged.";
     }
     if (host && state_.step + 1 < total_) stage_next();
@@ -458,14 +459,15 @@ int Trainer::run() {
       // peak (the kernels are prepared and the libraries paged in by the first step).
       const int64_t grew = std::max<int64_t>(0, peak_rss_bytes() - rss_run0_);
       const int64_t code = std::max<int64_t>(0, code_rss_bytes() - code_run0_);
+      const int64_t data = std::max<int64_t>(0, grew - code);
       const double total = static_cast<double>(std::max<int64_t>(1, ps.report.total_bytes));
       std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s after planning (%.2fx the planned "
                   "total): code paged in %s (the libraries' text, oneDNN's JIT kernels), data %s (%.2fx the planned "
                   "total; besides the plan, the data loader's batch prepared ahead, %s); the planner's own peak "
                   "was %s above the start; setup took %.1f s\n",
                   format_bytes(step_->executor().allocated_bytes()).c_str(), format_bytes(grew).c_str(),
-                  static_cast<double>(grew) / total, format_bytes(code).c_str(), format_bytes(std::max<int64_t>(0, grew - code)).c_str(),
-                  static_cast<double>(std::max<int64_t>(0, grew - code)) / total, format_bytes(batch_bytes(p_, 1)).c_str(),
+                  static_cast<double>(grew) / total, format_bytes(code).c_str(), format_bytes(data).c_str(),
+                  static_cast<double>(data) / total, format_bytes(batch_bytes(p_, 1)).c_str(),
                   format_bytes(std::max<int64_t>(0, plan_peak_)).c_str(), setup_s);
     } else {
       std::printf("  measured: arena %s allocated by the executor; peak RSS grew %s during the run, planning included "
