@@ -34,12 +34,19 @@ void* workspace_of(const KernelContext& c, const char* op, bool reductions) {
 }
 
 // Workspace queries (x = in[0]): the forward's depends on training, both backwards reduce.
+void require_plain(const void* params, const char* op) {
+  const int64_t b = static_cast<const ops::BatchNormParams*>(params)->block;
+  MNEMO_CHECK(!b) << op << ": block " << b << " (channel-blocked activations, oneDNN's layout) runs on the CPU only; "
+                  << "on a GPU build the model with model.layout: plain";
+}
 size_t bn_forward_workspace(Context&, const void* params, std::span<const TensorType> in,
                             std::span<const TensorType>) {
+  require_plain(params, "batch_norm");
   const Layout L = layout_of(in[0]);
   return batch_norm_workspace_bytes(L.n, L.c, L.l, static_cast<const ops::BatchNormParams*>(params)->training);
 }
-size_t bn_grad_workspace(Context&, const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+size_t bn_grad_workspace(Context&, const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
+  require_plain(params, "batch_norm_grad");
   const Layout L = layout_of(in[0]);
   return batch_norm_workspace_bytes(L.n, L.c, L.l, true);
 }

@@ -149,6 +149,9 @@ void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap) {
 
 PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
                   const Params& p, bool bias) {
+  MNEMO_CHECK(!p.block) << pass_op(pass) << ": block " << p.block
+                        << " (channel-blocked activations, oneDNN's layout) runs on the CPU only; on a GPU build the "
+                        << "model with model.layout: plain";
   require_4d_f32(x, pass, pass == Pass::backward_data ? "dx" : "x");
   require_4d_f32(w, pass, pass == Pass::backward_filter ? "dw" : "w");
   require_4d_f32(y, pass, pass == Pass::forward ? "y" : "dy");

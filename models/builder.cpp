@@ -18,25 +18,31 @@ EntryRef ModelBuilder::param(const std::string& name, Shape shape, ParamInit ini
 EntryRef ModelBuilder::conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel,
                               int64_t stride, int64_t padding) {
   const TensorType& t = g_.type(x);
-  MNEMO_CHECK(t.shape.size() == 4) << name << ": conv2d expects [N,C,H,W], got " << t.str();
-  const int64_t c = t.shape[1];
+  MNEMO_CHECK(t.shape.size() == 4 || t.shape.size() == 5)
+      << name << ": conv2d expects [N,C,H,W] or channel-blocked [N,C/b,H,W,b], got " << t.str();
+  const int64_t block = t.shape.size() == 5 ? t.shape[4] : 0;
+  const int64_t c = t.shape[1] * (block ? block : 1);
   const double fan_in = static_cast<double>(c * kernel * kernel);
   EntryRef w = param(name + "/weight", {out_channels, c, kernel, kernel}, {ParamInit::normal, std::sqrt(2.0 / fan_in)});
-  return g_.add1("conv2d", {x, w}, {{"stride", stride}, {"padding", padding}}, name);
+  Attrs a{{"stride", stride}, {"padding", padding}};
+  if (block) a["block"] = block;
+  return g_.add1("conv2d", {x, w}, std::move(a), name);
 }
 
 EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double momentum, double eps) {
   const TensorType& t = g_.type(x);
   MNEMO_CHECK(t.shape.size() >= 2) << name << ": batch_norm expects [N,C,...], got " << t.str();
-  const int64_t c = t.shape[1];
+  const int64_t block = t.shape.size() == 5 ? t.shape[4] : 0;  // channel-blocked [N,C/b,H,W,b]
+  const int64_t c = t.shape[1] * (block ? block : 1);
   const int64_t count = t.numel() / c;
   EntryRef gamma = param(name + "/gamma", {c}, {ParamInit::ones, 0});
   EntryRef beta = param(name + "/beta", {c}, {ParamInit::zeros, 0});
   EntryRef rmean = param(name + "/running_mean", {c}, {ParamInit::zeros, 0}, false);
   EntryRef rvar = param(name + "/running_var", {c}, {ParamInit::ones, 0}, false);
-  if (!training_)
-    return g_.add1("batch_norm", {x, gamma, beta, rmean, rvar}, {{"eps", eps}, {"training", false}}, name);
-  const int bn = g_.add("batch_norm", {x, gamma, beta}, {{"eps", eps}, {"training", true}}, name);
+  Attrs a{{"eps", eps}, {"training", training_}};
+  if (block) a["block"] = block;
+  if (!training_) return g_.add1("batch_norm", {x, gamma, beta, rmean, rvar}, std::move(a), name);
+  const int bn = g_.add("batch_norm", {x, gamma, beta}, std::move(a), name);
   const int st = g_.add("batch_norm_stats", {rmean, rvar, {bn, 1}, {bn, 2}},
                         {{"momentum", momentum}, {"eps", eps}, {"count", count}}, name + "/stats");
   g_.state_updates.push_back({rmean.node, {st, 0}});

@@ -40,7 +40,8 @@ class ModelBuilder {
   EntryRef input(const std::string& name, Shape shape, DType dtype);
   EntryRef param(const std::string& name, Shape shape, ParamInit init, bool trainable = true);
 
-  // conv2d without bias, He-normal weights (std sqrt(2 / fan_in)).
+  // conv2d without bias, He-normal weights (std sqrt(2 / fan_in)). conv2d and batch_norm take a
+  // channel-blocked x [N,C/b,H,W,b] (ops/layout.cpp) too: their `block` attribute is then b.
   EntryRef conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel, int64_t stride,
                   int64_t padding);
   // Training-mode batch norm: gamma 1, beta 0, running statistics updated once per step.

@@ -1,6 +1,8 @@
 // ResNet builders (see resnet.h).
 #include "models/resnet.h"
 
+#include "ops/conv2d.h"
+
 namespace mnemo {
 namespace {
 
@@ -17,7 +19,8 @@ struct Net {
 
   EntryRef shortcut(EntryRef x, const std::string& name, int64_t out, int64_t stride) {
     const TensorType& t = b.graph().type(x);
-    if (stride == 1 && t.shape[1] == out) return x;
+    const int64_t channels = t.shape[1] * (t.shape.size() == 5 ? t.shape[4] : 1);  // plain or channel-blocked
+    if (stride == 1 && channels == out) return x;
     // Projections are not counted as layers (He et al.'s convention: depth = 6n+2 for cifar).
     return b.batch_norm(b.conv2d(x, name + "/shortcut/conv", out, 1, stride, 0), name + "/shortcut/bn");
   }
@@ -85,6 +88,14 @@ std::vector<int> resnet_blocks(const ResNetConfig& c, std::string* block_kind) {
   return blocks;
 }
 
+std::string resnet_layout(const ResNetConfig& c, const std::string& device) {
+  if (c.layout != "auto") return c.layout;
+  if (device.rfind("cuda", 0) == 0 || c.dtype != DType::f32) return "plain";
+  const int64_t block = ops::conv::onednn_channel_block();
+  const int64_t w0 = c.width_base ? c.width_base : (c.style == "cifar" ? 16 : 64);
+  return block > 0 && w0 % block == 0 ? "blocked" : "plain";
+}
+
 BuiltModel build_resnet(const ResNetConfig& c) {
   std::string kind;
   const std::vector<int> blocks = resnet_blocks(c, &kind);
@@ -99,13 +110,37 @@ BuiltModel build_resnet(const ResNetConfig& c) {
   EntryRef y = b.input("labels", {c.batch}, DType::i32);
   EntryRef h;
   int64_t width = c.width_base;
+  MNEMO_CHECK(c.layout == "plain" || c.layout == "blocked")
+      << "model.layout: expected plain or blocked (auto is resolved by resnet_layout), got '" << c.layout << "'";
+  const bool blocked = c.layout == "blocked";
+  // oneDNN's block on this CPU (16 with AVX-512, 8 with AVX2)
+  const int64_t kBlock = blocked ? ops::conv::onednn_channel_block() : 0;
+  if (blocked) {
+    MNEMO_CHECK(kBlock > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
+                            << "use layout: plain";
+    MNEMO_CHECK(c.dtype == DType::f32) << "model.layout: blocked runs oneDNN's float32 kernels; use layout: plain for "
+                                       << dtype_name(c.dtype);
+    const int64_t w0 = c.width_base ? c.width_base : (c.style == "cifar" ? 16 : 64);
+    MNEMO_CHECK(w0 % kBlock == 0) << "model.layout: blocked needs channel counts that are multiples of " << kBlock
+                                  << "; model.width is " << w0;
+  }
+  auto to_blocked = [&](EntryRef e, const std::string& name) {
+    return b.op("to_blocked", {e}, {{"block", kBlock}}, name);
+  };
   if (c.style == "cifar") {
     if (!width) width = 16;
-    h = net.conv_bn(x, "stem", width, 3, 1, true);
+    if (blocked) {  // blocked from the stem's output on (the image's 3 channels stay plain)
+      h = b.batch_norm(to_blocked(b.conv2d(x, "stem/conv", width, 3, 1, 1), "stem/blocked"), "stem/bn");
+      h = b.relu(h, "stem/relu");
+      ++net.layers;
+    } else {
+      h = net.conv_bn(x, "stem", width, 3, 1, true);
+    }
   } else {
     if (!width) width = 64;
     h = net.conv_bn(x, "stem", width, 7, 2, true);
     h = b.op("max_pool2d", {h}, {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}}, "stem/pool");
+    if (blocked) h = to_blocked(h, "stem/blocked");
   }
   for (size_t s = 0; s < blocks.size(); ++s) {
     const int64_t w = width << s;
@@ -115,11 +150,13 @@ BuiltModel build_resnet(const ResNetConfig& c) {
       h = kind == "basic" ? net.basic(h, name, w, stride) : net.bottleneck(h, name, w, stride);
     }
   }
+  if (blocked) h = b.op("to_plain", {h}, {}, "plain");
   h = b.op("global_avg_pool", {h}, {}, "pool");
   m.logits = b.fully_connected(h, "fc", c.classes);
   m.loss = b.op("softmax_cross_entropy", {m.logits, y}, {}, "loss");
   m.all_logits = {m.logits};
   m.layers = net.layers + 1;
+  if (blocked) m.layout = "nChw" + std::to_string(kBlock) + "c";
   return m;
 }
 

@@ -22,6 +22,11 @@ struct ResNetConfig {
   int64_t batch = 32, channels = 3, height = 32, width = 32, classes = 10;
   int64_t width_base = 0;           // first stage's channels (0: 16 for cifar, 64 for imagenet)
   DType dtype = DType::f32;
+  // "plain": every activation [N,C,H,W]; "blocked": from the stem's convolution to the global pool
+  // channel-blocked [N,C/b,H,W,b] with oneDNN's block b on this CPU (16 with AVX-512, 8 with AVX2):
+  // its own layout, no reorders around each convolution (CPU, float32 only); "auto" (configs'
+  // default): resnet_layout() decides. docs/CONFIG.md model.layout.
+  std::string layout = "plain";
   bool training = true;             // false: BatchNorm with running statistics (evaluation)
 };
 
@@ -35,10 +40,15 @@ struct BuiltModel {
   // Logits entries and, per entry, the label index it is scored against: one entry for
   // classifiers; one per step (label step t) for per-step sequence models.
   std::vector<EntryRef> all_logits;
+  // The activations' layout when it is not plain (e.g. "nChw16c": ResNet's model.layout blocked).
+  std::string layout;
 };
 
 // Throws mnemo::Error naming the field when the configuration is impossible.
 BuiltModel build_resnet(const ResNetConfig& c);
+// c.layout, with "auto" resolved for `device` (a config's device: cpu, host, cuda, cuda:N): blocked
+// on the CPU when oneDNN's convolutions use a channel block that divides the widths, else plain.
+std::string resnet_layout(const ResNetConfig& c, const std::string& device);
 // The resolved per-stage block counts and block kind, e.g. for reports.
 std::vector<int> resnet_blocks(const ResNetConfig& c, std::string* block_kind = nullptr);
 

@@ -17,6 +17,9 @@
 //       the batch variance made unbiased: max(1 / inv_std^2 - eps, 0) * count / (count - 1). eps
 //       must be the batch_norm's. In place. (With float32 inv_std the recovered variance carries an
 //       absolute error of about 1e-7 * (var + eps).)
+// attr block (batch_norm, batch_norm_grad, batch_norm_inference_grad): 0, or 8/16 for a
+// channel-blocked x [N,C/b,H,W,b] (ops/layout.cpp; the vectors stay [C]); the gradient nodes
+// inherit it. Blocked sums are per image in order, then the images in order (double).
 // A negative running variance (never produced by batch_norm_stats) is treated as 0.
 // Reductions accumulate in double in a fixed order that depends only on the shape (see
 // dsum), one channel per task, so results are bitwise reproducible.
@@ -97,18 +100,30 @@ inline double running_inv_std(double running_var, double eps) {
 
 // ---- params (ops/batch_norm.h) and inference ----
 
+int64_t parse_block(AttrReader& r) {
+  const int64_t b = r.get_int("block", 0);
+  MNEMO_CHECK(b == 0 || b == 8 || b == 16) << "block must be 0 (plain x) or 8 or 16 (channel-blocked [N,C/b,H,W,b]), got "
+                                            << b;
+  return b;
+}
 BatchNormParams parse_bn(AttrReader& r) {
   BatchNormParams p;
   p.eps = r.get_float("eps", 1e-5);
   p.training = r.get_bool("training", true);
+  p.block = parse_block(r);
   MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
   return p;
 }
-BatchNormParams parse_bn_grad(AttrReader&) { return {}; }
+BatchNormParams parse_bn_grad(AttrReader& r) {
+  BatchNormParams p;
+  p.block = parse_block(r);
+  return p;
+}
 BatchNormParams parse_bn_inference_grad(AttrReader& r) {
   BatchNormParams p;
   p.eps = r.get_float("eps", 1e-5);
   p.training = false;
+  p.block = parse_block(r);
   MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
   return p;
 }
@@ -125,12 +140,17 @@ StatsParams parse_stats(AttrReader& r) {
   return p;
 }
 
-// x: float, rank >= 2; each of `vecs` must be [C] of x's dtype.
-void check_x_and_vectors(std::span<const TensorType> in, std::initializer_list<std::pair<int, const char*>> vecs) {
+// x: float, rank >= 2 (blocked: rank >= 4, last dim the block); each of `vecs` must be [C] of x's dtype.
+void check_x_and_vectors(std::span<const TensorType> in, std::initializer_list<std::pair<int, const char*>> vecs,
+                         int64_t block) {
   const TensorType& x = in[0];
   require_float(x, "x");
-  MNEMO_CHECK(x.shape.size() >= 2) << "x must be [N,C] or [N,C,H,W], got " << x.str();
-  const TensorType want{x.dtype, {x.shape[1]}};
+  if (block)
+    MNEMO_CHECK(x.shape.size() >= 4 && x.shape.back() == block)
+        << "with block " << block << ", x must be channel-blocked [N,C/" << block << ",H,W," << block << "], got " << x.str();
+  else
+    MNEMO_CHECK(x.shape.size() >= 2) << "x must be [N,C] or [N,C,H,W], got " << x.str();
+  const TensorType want{x.dtype, {x.shape[1] * (block ? block : 1)}};
   for (const auto& [i, name] : vecs)
     MNEMO_CHECK(in[i] == want) << name << " must be " << want.str() << " (one per channel of x " << x.str()
                                << "), got " << in[i].str();
@@ -144,22 +164,22 @@ std::vector<TensorType> infer_bn(const void* params, std::span<const TensorType>
       << (p.training ? "(x, gamma, beta)" : "(x, gamma, beta, running_mean, running_var)") << ", got "
       << in.size();
   if (p.training) {
-    check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}});
-    const TensorType c{in[0].dtype, {in[0].shape[1]}};
-    return {in[0], c, c};
+    check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}}, p.block);
+    return {in[0], in[1], in[1]};
   }
-  check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}, {3, "running_mean"}, {4, "running_var"}});
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}, {3, "running_mean"}, {4, "running_var"}}, p.block);
   return {in[0]};
 }
 
-std::vector<TensorType> infer_bn_grad(const void*, std::span<const TensorType> in) {
-  check_x_and_vectors(in, {{1, "gamma"}, {2, "mean"}, {3, "inv_std"}});
+std::vector<TensorType> infer_bn_grad(const void* params, std::span<const TensorType> in) {
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "mean"}, {3, "inv_std"}}, static_cast<const BatchNormParams*>(params)->block);
   MNEMO_CHECK(in[4] == in[0]) << "dy must have x's type " << in[0].str() << ", got " << in[4].str();
   return {in[0], in[1], in[1]};
 }
 
-std::vector<TensorType> infer_bn_inference_grad(const void*, std::span<const TensorType> in) {
-  check_x_and_vectors(in, {{1, "gamma"}, {2, "running_mean"}, {3, "running_var"}});
+std::vector<TensorType> infer_bn_inference_grad(const void* params, std::span<const TensorType> in) {
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "running_mean"}, {3, "running_var"}},
+                      static_cast<const BatchNormParams*>(params)->block);
   MNEMO_CHECK(in[4] == in[0]) << "dy must have x's type " << in[0].str() << ", got " << in[4].str();
   return {in[0], in[1], in[1]};
 }
@@ -233,10 +253,157 @@ void bn_inference_forward(const KernelContext& c, double eps) {
   });
 }
 
+// ---- channel-blocked kernels: x [N, CB, l, b], channel ch = cb*b + j at ((n*CB + cb)*l + i)*b + j ----
+
+struct Blocked {
+  int64_t n, cb, l;
+  int64_t base(int64_t in, int64_t icb) const { return (in * cb + icb) * l; }  // times the block
+};
+Blocked blocked_of(const Shape& s) {
+  int64_t l = 1;
+  for (size_t i = 2; i + 1 < s.size(); ++i) l *= s[i];
+  return {s[0], s[1], l};
+}
+
+template <class F>
+void with_block(int64_t b, F&& f) {
+  if (b == 8)
+    f.template operator()<8>();
+  else
+    f.template operator()<16>();
+}
+
+// Per channel, two sums over the batch: slab (n, cb) adds its lanes' sums into its own partials
+// (f(n, cb, s0[kB], s1[kB]), in the slab's order), then the images are added in order: the result
+// depends only on the shape, not on the threads.
+template <int kB, class F>
+void blocked_sums(const Blocked& B, std::vector<double>& s0, std::vector<double>& s1, F f) {
+  const int64_t slabs = B.n * B.cb;
+  std::vector<double> part(static_cast<size_t>(2 * slabs * kB), 0.0);
+  parallel_for(slabs, [&](int64_t k) { f(k / B.cb, k % B.cb, &part[2 * k * kB], &part[(2 * k + 1) * kB]); });
+  s0.assign(static_cast<size_t>(B.cb * kB), 0.0);
+  s1.assign(static_cast<size_t>(B.cb * kB), 0.0);
+  for (int64_t n = 0; n < B.n; ++n)
+    for (int64_t cb = 0; cb < B.cb; ++cb)
+      for (int j = 0; j < kB; ++j) {
+        const int64_t k = n * B.cb + cb;
+        s0[cb * kB + j] += part[2 * k * kB + j];
+        s1[cb * kB + j] += part[(2 * k + 1) * kB + j];
+      }
+}
+
+// out = (x - sub[ch]) * mul[ch] + add[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
+template <class T, int kB>
+void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub, const std::vector<T>& k1,
+                    const std::vector<T>& k2, const std::vector<T>& k3) {
+  parallel_for(B.n * B.cb, [&](int64_t k) {
+    const int64_t n = k / B.cb, cb = k % B.cb, o = B.base(n, cb) * kB;
+    const T *sb = &sub[cb * kB], *a = &k1[cb * kB], *b2 = &k2[cb * kB], *c3 = &k3[cb * kB];
+    for (int64_t i = 0; i < B.l; ++i) {
+      const int64_t e = o + i * kB;
+      if (dy)
+        for (int j = 0; j < kB; ++j) out[e + j] = a[j] * dy[e + j] + b2[j] * (x[e + j] - sb[j]) + c3[j];
+      else
+        for (int j = 0; j < kB; ++j) out[e + j] = (x[e + j] - sb[j]) * a[j] + b2[j];
+    }
+  });
+}
+
+template <class T, int kB>
+void bn_train_forward_blocked(const KernelContext& c, double eps) {
+  const Blocked B = blocked_of(c.in[0].shape());
+  const T* x = c.in[0].as<T>();
+  const T* gamma = c.in[1].as<T>();
+  const T* beta = c.in[2].as<T>();
+  const int64_t C = B.cb * kB;
+  const double count = static_cast<double>(B.n * B.l);
+  std::vector<double> sum, unused, ss;
+  blocked_sums<kB>(B, sum, unused, [&](int64_t n, int64_t cb, double* s0, double*) {
+    const T* xp = x + B.base(n, cb) * kB;
+    double a[kB] = {};
+    for (int64_t i = 0; i < B.l; ++i)
+      for (int j = 0; j < kB; ++j) a[j] += static_cast<double>(xp[i * kB + j]);
+    for (int j = 0; j < kB; ++j) s0[j] = a[j];
+  });
+  std::vector<double> m(static_cast<size_t>(C));
+  for (int64_t ch = 0; ch < C; ++ch) m[ch] = count > 0 ? sum[ch] / count : 0.0;
+  blocked_sums<kB>(B, ss, unused, [&](int64_t n, int64_t cb, double* s0, double*) {
+    const T* xp = x + B.base(n, cb) * kB;
+    const double* mc = &m[cb * kB];
+    double a[kB] = {};
+    for (int64_t i = 0; i < B.l; ++i)
+      for (int j = 0; j < kB; ++j) {
+        const double d = static_cast<double>(xp[i * kB + j]) - mc[j];
+        a[j] += d * d;
+      }
+    for (int j = 0; j < kB; ++j) s0[j] = a[j];
+  });
+  std::vector<T> mt(C), scale(C), b(C), none;
+  for (int64_t ch = 0; ch < C; ++ch) {
+    const double is = 1.0 / std::sqrt((count > 0 ? ss[ch] / count : 0.0) + eps);
+    c.out[1].as<T>()[ch] = mt[ch] = static_cast<T>(m[ch]);
+    c.out[2].as<T>()[ch] = static_cast<T>(is);
+    scale[ch] = static_cast<T>(static_cast<double>(gamma[ch]) * is);
+    b[ch] = beta[ch];
+  }
+  blocked_affine<T, kB>(B, x, nullptr, c.out[0].as<T>(), mt, scale, b, none);
+}
+
+template <class T, int kB>
+void bn_inference_forward_blocked(const KernelContext& c, double eps) {
+  const Blocked B = blocked_of(c.in[0].shape());
+  const T* gamma = c.in[1].as<T>();
+  const T* rmean = c.in[3].as<T>();
+  const T* rvar = c.in[4].as<T>();
+  const int64_t C = B.cb * kB;
+  std::vector<T> mt(C), scale(C), b(C), none;
+  for (int64_t ch = 0; ch < C; ++ch) {
+    mt[ch] = rmean[ch];
+    scale[ch] = static_cast<T>(static_cast<double>(gamma[ch]) * running_inv_std(rvar[ch], eps));
+    b[ch] = c.in[2].as<T>()[ch];
+  }
+  blocked_affine<T, kB>(B, c.in[0].as<T>(), nullptr, c.out[0].as<T>(), mt, scale, b, none);
+}
+
+// The blocked form of bn_backward below (same sums and coefficients).
+template <class T, int kB, class Coeffs>
+void bn_backward_blocked(const KernelContext& c, const T* mean, Coeffs coeffs) {
+  const Blocked B = blocked_of(c.in[0].shape());
+  const T* x = c.in[0].as<T>();
+  const T* dy = c.in[4].as<T>();
+  const int64_t C = B.cb * kB;
+  std::vector<double> sdy, sdyx;
+  blocked_sums<kB>(B, sdy, sdyx, [&](int64_t n, int64_t cb, double* s0, double* s1) {
+    const int64_t o = B.base(n, cb) * kB;
+    double m[kB], a[kB] = {}, b[kB] = {};
+    for (int j = 0; j < kB; ++j) m[j] = static_cast<double>(mean[cb * kB + j]);
+    for (int64_t i = 0; i < B.l; ++i)
+      for (int j = 0; j < kB; ++j) {
+        const double g = static_cast<double>(dy[o + i * kB + j]);
+        a[j] += g;
+        b[j] += g * (static_cast<double>(x[o + i * kB + j]) - m[j]);
+      }
+    for (int j = 0; j < kB; ++j) s0[j] = a[j], s1[j] = b[j];
+  });
+  std::vector<T> mt(C), k1(C), k2(C), k3(C);
+  for (int64_t ch = 0; ch < C; ++ch) {
+    const auto [dg, k1d, k2d, k3d] = coeffs(ch, sdy[ch], sdyx[ch]);
+    c.out[2].as<T>()[ch] = static_cast<T>(sdy[ch]);
+    c.out[1].as<T>()[ch] = static_cast<T>(dg);
+    mt[ch] = mean[ch], k1[ch] = static_cast<T>(k1d), k2[ch] = static_cast<T>(k2d), k3[ch] = static_cast<T>(k3d);
+  }
+  blocked_affine<T, kB>(B, x, dy, c.out[0].as<T>(), mt, k1, k2, k3);
+}
+
 void bn_forward_cpu(const KernelContext& c) {
   const auto& p = c.p<BatchNormParams>();
   dispatch_float(c.in[0].dtype(), "batch_norm", [&]<class T>() {
-    if (p.training) bn_train_forward<T>(c, p.eps);
+    if (p.block)
+      with_block(p.block, [&]<int kB>() {
+        if (p.training) bn_train_forward_blocked<T, kB>(c, p.eps);
+        else bn_inference_forward_blocked<T, kB>(c, p.eps);
+      });
+    else if (p.training) bn_train_forward<T>(c, p.eps);
     else bn_inference_forward<T>(c, p.eps);
   });
 }
@@ -273,13 +440,22 @@ void bn_backward(const KernelContext& c, const T* mean, Coeffs coeffs) {
   });
 }
 
+// bn_backward, or its blocked form with `block`.
+template <class T, class Coeffs>
+void bn_backward_any(const KernelContext& c, int64_t block, const T* mean, Coeffs coeffs) {
+  if (block)
+    with_block(block, [&]<int kB>() { bn_backward_blocked<T, kB>(c, mean, coeffs); });
+  else
+    bn_backward<T>(c, mean, coeffs);
+}
+
 void bn_grad_cpu(const KernelContext& c) {  // in: x, gamma, mean, inv_std, dy
+  const int64_t block = c.p<BatchNormParams>().block;
   dispatch_float(c.in[0].dtype(), "batch_norm_grad", [&]<class T>() {
-    const Layout L = layout_of(c.in[0].shape());
-    const double count = static_cast<double>(L.n * L.l);
+    const double count = static_cast<double>(c.in[0].numel() / c.in[1].numel());
     const T* gamma = c.in[1].as<T>();
     const T* inv_std = c.in[3].as<T>();
-    bn_backward<T>(c, c.in[2].as<T>(), [&](int64_t ch, double dbeta, double sdyx) {
+    bn_backward_any<T>(c, block, c.in[2].as<T>(), [&](int64_t ch, double dbeta, double sdyx) {
       const double is = inv_std[ch], gi = static_cast<double>(gamma[ch]) * is;
       const double dgamma = sdyx * is;
       return std::array<double, 4>{dgamma, gi, -gi * is * dgamma / count, -gi * dbeta / count};
@@ -289,10 +465,11 @@ void bn_grad_cpu(const KernelContext& c) {  // in: x, gamma, mean, inv_std, dy
 
 void bn_inference_grad_cpu(const KernelContext& c) {  // in: x, gamma, running_mean, running_var, dy
   const double eps = c.p<BatchNormParams>().eps;
+  const int64_t block = c.p<BatchNormParams>().block;
   dispatch_float(c.in[0].dtype(), "batch_norm_inference_grad", [&]<class T>() {
     const T* gamma = c.in[1].as<T>();
     const T* rvar = c.in[3].as<T>();
-    bn_backward<T>(c, c.in[2].as<T>(), [&](int64_t ch, double, double sdyx) {
+    bn_backward_any<T>(c, block, c.in[2].as<T>(), [&](int64_t ch, double, double sdyx) {
       const double is = running_inv_std(rvar[ch], eps);
       return std::array<double, 4>{sdyx * is, static_cast<double>(gamma[ch]) * is, 0.0, 0.0};
     });
@@ -326,12 +503,15 @@ void bn_stats_cpu(const KernelContext& c) {  // in: running_mean, running_var, m
 std::vector<std::optional<EntryRef>> bn_grad(Graph& g, const GradContext& c) {
   const auto& p = c.p<BatchNormParams>();
   if (!c.dout[0]) return std::vector<std::optional<EntryRef>>(c.inputs.size(), std::nullopt);
+  Attrs block;
+  if (p.block) block["block"] = p.block;
   if (p.training) {
-    const int id = g.add("batch_norm_grad", {c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2], *c.dout[0]});
+    const int id = g.add("batch_norm_grad", {c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2], *c.dout[0]}, block);
     return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}};
   }
-  const int id = g.add("batch_norm_inference_grad", {c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4], *c.dout[0]},
-                       {{"eps", p.eps}});
+  Attrs a = block;
+  a["eps"] = p.eps;
+  const int id = g.add("batch_norm_inference_grad", {c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4], *c.dout[0]}, a);
   return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}, std::nullopt, std::nullopt};
 }
 

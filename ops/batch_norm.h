@@ -9,6 +9,9 @@ namespace mnemo::ops {
 struct BatchNormParams {
   double eps = 1e-5;
   bool training = true;
+  // 0: x is [N,C] or [N,C,H,W]; 8 or 16: channel-blocked [N,C/b,H,W,b] (ops/layout.cpp), channel
+  // c = cb*b + j. CPU only.
+  int64_t block = 0;
 };
 
 // batch_norm_stats.

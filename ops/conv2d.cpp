@@ -38,6 +38,12 @@ Params parse_common(AttrReader& r) {
   MNEMO_CHECK(algo == "auto" || algo == "im2col" || algo == "winograd")
       << "algo must be \"auto\", \"im2col\" or \"winograd\", got \"" << algo << "\"";
   p.algo = algo == "im2col" ? Algo::im2col : algo == "winograd" ? Algo::winograd : Algo::automatic;
+  p.block = r.get_int("block", 0);
+  MNEMO_CHECK(p.block == 0 || p.block == 8 || p.block == 16)
+      << "block must be 0 (plain [N,C,H,W]) or 8 or 16 (channel-blocked [N,C/b,H,W,b]), got " << p.block;
+  MNEMO_CHECK(!p.block || (p.groups == 1 && p.algo != Algo::im2col))
+      << "block " << p.block << " (channel-blocked activations) runs oneDNN's kernels: it needs groups 1 and algo "
+      << "auto or winograd, got groups " << p.groups << ", algo \"" << algo << "\"";
   return p;
 }
 
@@ -47,12 +53,29 @@ Attrs common_attrs(const Params& p) {
           {"dilation", std::vector<int64_t>{p.dh, p.dw}}};
   if (p.groups != 1) a["groups"] = p.groups;
   if (p.algo != Algo::automatic) a["algo"] = std::string(p.algo == Algo::im2col ? "im2col" : "winograd");
+  if (p.block) a["block"] = p.block;
   return a;
 }
 
 void require_4d(const TensorType& t, const char* what, const char* op) {
   MNEMO_CHECK(is_float(t.dtype) && t.shape.size() == 4)
       << op << ": " << what << " must be a rank-4 float32/float64 tensor, got " << t.str();
+}
+
+std::array<int64_t, 4> act_dims(const Params& p, const TensorType& t, const char* what, const char* op) {
+  if (!p.block) {
+    require_4d(t, what, op);
+    return {t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  }
+  MNEMO_CHECK(t.dtype == DType::f32 && t.shape.size() == 5 && t.shape[4] == p.block)
+      << op << ": with block " << p.block << ", " << what << " must be a channel-blocked float32 tensor [N,C/" << p.block
+      << ",H,W," << p.block << "] (oneDNN's kernels; to_blocked makes one), got " << t.str();
+  return {t.shape[0], t.shape[1] * p.block, t.shape[2], t.shape[3]};
+}
+
+TensorType act_type(const Params& p, DType dt, int64_t N, int64_t C, int64_t H, int64_t W) {
+  if (!p.block) return TensorType{dt, {N, C, H, W}};
+  return TensorType{dt, {N, C / p.block, H, W, p.block}};
 }
 
 Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
@@ -119,7 +142,7 @@ Operand operand(int arg, const memory::desc& user, const memory::desc& inner) {
   return o;
 }
 
-std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::algorithm alg) {
+std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::algorithm alg, int64_t block) {
   // Grouped weights are [G, K/G, C/G, R, S] to oneDNN (goihw: the same bytes as mnemo's [K, C/G, R, S]).
   const memory::dims xd{g.N, g.C, g.H, g.W}, yd{g.N, g.K, g.P, g.Q};
   const memory::dims wd = g.G == 1 ? memory::dims{g.K, g.C, g.R, g.S} : memory::dims{g.G, g.Kg(), g.Cg(), g.R, g.S};
@@ -133,7 +156,9 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
       {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, engine());
 
   auto e = std::make_shared<OnednnConv>();
-  const memory::desc xu(xd, f32, Tag::nchw), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, Tag::nchw);
+  // mnemo's activations: plain nchw, or (block) already in oneDNN's nChw8c / nChw16c.
+  const Tag act = block == 8 ? Tag::nChw8c : block == 16 ? Tag::nChw16c : Tag::nchw;
+  const memory::desc xu(xd, f32, act), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, act);
   if (pass == Pass::forward) {
     dnnl::convolution_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, attr, engine());
@@ -185,12 +210,12 @@ std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bia
   // node's prepared state, so the planned workspace and the kernel agree).
   if (p.algo == Algo::winograd) {
     try {
-      return build(pass, g, bias, dnnl::algorithm::convolution_winograd);
+      return build(pass, g, bias, dnnl::algorithm::convolution_winograd, p.block);
     } catch (const dnnl::error&) {
     }
   }
   try {
-    return build(pass, g, bias, dnnl::algorithm::convolution_direct);
+    return build(pass, g, bias, dnnl::algorithm::convolution_direct, p.block);
   } catch (const dnnl::error&) {
   }
   return nullptr;
@@ -198,7 +223,28 @@ std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bia
 
 Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DType dt, size_t im2col_bytes) {
   if (auto e = onednn_conv(pass, g, bias, p, dt)) return {e, onednn_workspace(*e)};
+  MNEMO_CHECK(!p.block) << "conv2d (block " << p.block << "): oneDNN offers no kernel for N=" << g.N << " C=" << g.C << " "
+                        << g.H << "x" << g.W << " K=" << g.K << " " << g.R << "x" << g.S
+                        << "; the im2col kernels need plain [N,C,H,W] activations (no block)";
   return {nullptr, im2col_bytes};
+}
+
+int64_t onednn_channel_block() {
+  static const int64_t block = [] {
+    try {  // a typical 3x3 convolution of 64 channels: the source layout oneDNN asks for
+      const memory::dims xd{2, 64, 8, 8}, wd{64, 64, 3, 3}, st{1, 1}, dil{0, 0}, pad{1, 1};
+      const auto f32 = memory::data_type::f32;
+      const dnnl::convolution_forward::primitive_desc pd(
+          {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, memory::desc(xd, f32, Tag::any),
+           memory::desc(wd, f32, Tag::any), memory::desc(), memory::desc(xd, f32, Tag::any), st, dil, pad, pad},
+          engine());
+      if (pd.src_desc() == memory::desc(xd, f32, Tag::nChw16c)) return int64_t{16};
+      if (pd.src_desc() == memory::desc(xd, f32, Tag::nChw8c)) return int64_t{8};
+    } catch (const dnnl::error&) {
+    }
+    return int64_t{0};
+  }();
+  return block;
 }
 
 size_t onednn_workspace(const OnednnConv& e) { return static_cast<size_t>(e.bytes); }
@@ -255,25 +301,30 @@ namespace {
 Params parse_conv2d(AttrReader& r) { return parse_common(r); }
 
 Geom forward_geom(const Params& p, const TensorType& x, const TensorType& w, const TensorType* b) {
-  require_4d(x, "x", "conv2d");
+  const auto [N, C, H, W] = act_dims(p, x, "x", "conv2d");
   require_4d(w, "w", "conv2d");
   MNEMO_CHECK(x.dtype == w.dtype) << "conv2d: x and w must have the same dtype, got " << x.str() << " and " << w.str();
-  MNEMO_CHECK(x.shape[1] == w.shape[1] * p.groups)
-      << "conv2d: x " << x.str() << " has C=" << x.shape[1] << " channels but w [K,C/G,R,S] " << w.str()
+  MNEMO_CHECK(C == w.shape[1] * p.groups)
+      << "conv2d: x " << x.str() << " has C=" << C << " channels but w [K,C/G,R,S] " << w.str()
       << " with groups G=" << p.groups << " expects C=" << w.shape[1] * p.groups;
   if (b) {
+    MNEMO_CHECK(!p.block) << "conv2d: a bias with block " << p.block
+                          << " (channel-blocked activations) is not supported; let a batch_norm or add carry it";
     MNEMO_CHECK(b->dtype == x.dtype && b->shape == Shape{w.shape[0]})
         << "conv2d: bias must be " << TensorType{x.dtype, {w.shape[0]}}.str() << " (K of w), got " << b->str();
   }
-  return make_geom(p, x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], "conv2d");
+  MNEMO_CHECK(!p.block || w.shape[0] % p.block == 0)
+      << "conv2d: with block " << p.block << " the output channels K=" << w.shape[0] << " must be a multiple of it";
+  return make_geom(p, N, C, H, W, w.shape[0], w.shape[2], w.shape[3], "conv2d");
 }
 Geom forward_geom(const Params& p, std::span<const TensorType> in) {
   return forward_geom(p, in[0], in[1], in.size() > 2 ? &in[2] : nullptr);
 }
 
 std::vector<TensorType> infer_conv2d(const void* params, std::span<const TensorType> in) {
-  const Geom g = forward_geom(*static_cast<const Params*>(params), in);
-  return {TensorType{in[0].dtype, {g.N, g.K, g.P, g.Q}}};
+  const Params& p = *static_cast<const Params*>(params);
+  const Geom g = forward_geom(p, in);
+  return {act_type(p, in[0].dtype, g.N, g.K, g.P, g.Q)};
 }
 
 // im2col path: one col buffer [CRS, PQ] (one group's) per thread (none for pointwise kernels).

@@ -5,6 +5,7 @@
 // [k*C/G, (k+1)*C/G) only (G = C = K: depthwise).
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -29,6 +30,10 @@ struct Params {
   int64_t in_h = -1, in_w = -1;  // conv2d_grad_data: input_hw
   int64_t kr = -1, ks = -1;      // conv2d_grad_weight: kernel
   Algo algo = Algo::automatic;
+  // 0: x, y (and dy, dx) are plain [N,C,H,W]; 8 or 16: channel-blocked [N,C/b,H,W,b] (ops/layout.cpp),
+  // oneDNN's own layout for its float32 kernels: no reorders around the primitive. Weights stay
+  // plain [K,C/G,R,S]. float32 on oneDNN only, groups 1, no bias.
+  int64_t block = 0;
 };
 
 // Reads stride, padding, dilation, groups and algo (the attributes every conv op has).
@@ -60,6 +65,10 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
                const char* op);
 // Requires a rank-4 float tensor; `what` names it in errors.
 void require_4d(const TensorType& t, const char* what, const char* op);
+// An activation's [N,C,H,W]: t plain rank 4, or with p.block channel-blocked [N,C/b,H,W,b].
+std::array<int64_t, 4> act_dims(const Params& p, const TensorType& t, const char* what, const char* op);
+// The activation type of [N,C,H,W] in p's layout.
+TensorType act_type(const Params& p, DType dt, int64_t N, int64_t C, int64_t H, int64_t W);
 
 // col[(c*R + r)*S + s, p*Q + q] = x[c, p*sh - ph + r*dh, q*sw - pw + s*dw] (0 outside), x one image [C,H,W].
 // col2im is its adjoint: dx (one image, overwritten) = sum of col entries over the positions they read.
@@ -117,6 +126,10 @@ size_t onednn_workspace(const OnednnConv& e);
 // A conv node's preparation: the oneDNN primitive (state) and its workspace, or no state and
 // `im2col_bytes` when the im2col kernels run. Kernels run oneDNN exactly when their state is set.
 Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DType dt, size_t im2col_bytes);
+// The channel block of the layout oneDNN's float32 convolutions use on this CPU (16: nChw16c on
+// AVX-512, 8: nChw8c on AVX2), 0 when they use none: the block a model keeps its activations in
+// (model.layout: blocked).
+int64_t onednn_channel_block();
 // Runs the pass. Inputs: forward (x, w, b or nullptr) -> y; backward_data (dy, w) -> dx;
 // backward_weights (dy, x) -> dw.
 void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const void* bias, void* out, void* workspace,

@@ -25,23 +25,26 @@ Params parse_grad_data(AttrReader& r) {
 }
 
 Geom data_geom(const Params& p, const TensorType& dy, const TensorType& w) {
-  require_4d(dy, "dy", "conv2d_grad_data");
+  const auto [N, K, P, Q] = act_dims(p, dy, "dy", "conv2d_grad_data");
   require_4d(w, "w", "conv2d_grad_data");
   MNEMO_CHECK(dy.dtype == w.dtype) << "conv2d_grad_data: dy and w must have the same dtype, got " << dy.str()
                                    << " and " << w.str();
-  MNEMO_CHECK(dy.shape[1] == w.shape[0]) << "conv2d_grad_data: dy " << dy.str() << " has K=" << dy.shape[1]
-                                         << " channels but w [K,C/G,R,S] " << w.str() << " has K=" << w.shape[0];
-  const Geom g = make_geom(p, dy.shape[0], w.shape[1] * p.groups, p.in_h, p.in_w, w.shape[0], w.shape[2], w.shape[3],
+  MNEMO_CHECK(K == w.shape[0]) << "conv2d_grad_data: dy " << dy.str() << " has K=" << K
+                               << " channels but w [K,C/G,R,S] " << w.str() << " has K=" << w.shape[0];
+  MNEMO_CHECK(!p.block || w.shape[1] % p.block == 0)
+      << "conv2d_grad_data: with block " << p.block << " the input channels C=" << w.shape[1] << " must be a multiple of it";
+  const Geom g = make_geom(p, N, w.shape[1] * p.groups, p.in_h, p.in_w, w.shape[0], w.shape[2], w.shape[3],
                            "conv2d_grad_data");
-  MNEMO_CHECK(g.P == dy.shape[2] && g.Q == dy.shape[3])
+  MNEMO_CHECK(g.P == P && g.Q == Q)
       << "conv2d_grad_data: input_hw [" << p.in_h << "," << p.in_w << "] gives output " << g.P << "x" << g.Q
       << " but dy is " << dy.str();
   return g;
 }
 
 std::vector<TensorType> infer_grad_data(const void* params, std::span<const TensorType> in) {
-  const Geom g = data_geom(*static_cast<const Params*>(params), in[0], in[1]);
-  return {TensorType{in[0].dtype, {g.N, g.C, g.H, g.W}}};
+  const Params& p = *static_cast<const Params*>(params);
+  const Geom g = data_geom(p, in[0], in[1]);
+  return {act_type(p, in[0].dtype, g.N, g.C, g.H, g.W)};
 }
 
 // im2col path: one col buffer [CRS, PQ] per thread (none for pointwise kernels).
@@ -98,15 +101,13 @@ Params parse_grad_weight(AttrReader& r) {
 }
 
 Geom weight_geom(const Params& p, const TensorType& dy, const TensorType& x) {
-  require_4d(dy, "dy", "conv2d_grad_weight");
-  require_4d(x, "x", "conv2d_grad_weight");
+  const auto [N, K, P, Q] = act_dims(p, dy, "dy", "conv2d_grad_weight");
+  const auto [xn, C, H, W] = act_dims(p, x, "x", "conv2d_grad_weight");
   MNEMO_CHECK(dy.dtype == x.dtype) << "conv2d_grad_weight: dy and x must have the same dtype, got " << dy.str()
                                    << " and " << x.str();
-  MNEMO_CHECK(dy.shape[0] == x.shape[0]) << "conv2d_grad_weight: dy " << dy.str() << " and x " << x.str()
-                                         << " have different batch sizes";
-  const Geom g = make_geom(p, x.shape[0], x.shape[1], x.shape[2], x.shape[3], dy.shape[1], p.kr, p.ks,
-                           "conv2d_grad_weight");
-  MNEMO_CHECK(g.P == dy.shape[2] && g.Q == dy.shape[3])
+  MNEMO_CHECK(N == xn) << "conv2d_grad_weight: dy " << dy.str() << " and x " << x.str() << " have different batch sizes";
+  const Geom g = make_geom(p, xn, C, H, W, K, p.kr, p.ks, "conv2d_grad_weight");
+  MNEMO_CHECK(g.P == P && g.Q == Q)
       << "conv2d_grad_weight: x " << x.str() << " with kernel [" << p.kr << "," << p.ks << "] gives output " << g.P
       << "x" << g.Q << " but dy is " << dy.str();
   return g;

@@ -1,5 +1,5 @@
 // Mirror planners: every memory mode gives losses, gradients and running statistics bitwise
-// identical to `none` (ResNet with BN, the LSTM (fine-grained and fused cells), a generic DAG, MobileNet-v2, DenseNet-121,
+// identical to `none` (ResNet with BN, plain and channel-blocked, the LSTM (fine-grained and fused cells), a generic DAG, MobileNet-v2, DenseNet-121,
 // Inception-v3 and a DARTS network at small inputs); the planners' structure (cuts at
 // residual block outputs and LSTM step boundaries, drop-bn-relu keeps conv outputs, the Appendix
 // A search log); per-node overrides; and the memory ordering share > sublinear > recursive.
@@ -43,7 +43,7 @@ Config zoo(const std::string& model, const std::string& shape, int batch) {
                       "zoo.yaml");
 }
 const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts",
-                                          "amoebanet", "lstm_fused"};
+                                          "amoebanet", "lstm_fused", "resnet_blocked"};
 Config model_config(int i) {
   switch (i) {
     case 0: return small_resnet();
@@ -54,6 +54,10 @@ Config model_config(int i) {
     case 5: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
     case 6: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
     case 8: return small_lstm_fused();
+    case 9:  // channel-blocked activations (model.layout: blocked; oneDNN's block on this CPU)
+      return parse_config("model: {type: resnet, style: cifar, depth: 14, width: 16, layout: blocked}\n"
+                          "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4}\n"
+                          "train: {steps: 1}\n", "resnet14-blocked.yaml");
     default: {  // AmoebaNet's cells (sep_conv_7x7, conv_7x1_1x7 with its 1x2 and 2x1 strides), shrunk
       Config c = load_config(MNEMO_SOURCE_DIR "/configs/table2/amoebanet.yaml");
       c.zoo.init_channels = 4, c.zoo.layers = 5, c.data.shape = {3, 16, 16}, c.data.batch = 2;
@@ -186,6 +190,29 @@ TEST(MirrorPlanner, OrdersReportTheirBoundAndComposeWithBudget) {
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
                          [](const auto& info) { return kModels[info.param]; });
+
+// The channel-blocked ResNet is the plain one with its activations stored differently: the same
+// parameters (names and shapes), and a step's loss, updated parameters, velocities and running
+// statistics equal within float32 rounding (batch norm sums in another order; the convolutions
+// are bitwise the plain ones, tests/ops/layout_test.cpp).
+TEST(BlockedLayout, ResNetStepMatchesThePlainOne) {
+  Config cb = model_config(9), cp = model_config(9);
+  cp.resnet.layout = "plain";
+  const Pipeline pb = build_pipeline(cb, static_data_shape(cb), cb.data.batch);
+  const Pipeline pp = build_pipeline(cp, static_data_shape(cp), cp.data.batch);
+  ASSERT_EQ(pb.model.layout.empty(), false);
+  ASSERT_EQ(pp.model.builder.params().size(), pb.model.builder.params().size());
+  for (size_t i = 0; i < pp.model.builder.params().size(); ++i)
+    EXPECT_EQ(pp.model.builder.params()[i].name, pb.model.builder.params()[i].name);
+  const Outputs ob = step(cb, pb, plan_pipeline(cb, pb, "share", nullptr, true));
+  const Outputs op = step(cp, pp, plan_pipeline(cp, pp, "share", nullptr, true));
+  ASSERT_EQ(ob.values.size(), op.values.size());
+  for (size_t k = 0; k < ob.values.size(); ++k) {
+    ASSERT_EQ(ob.values[k].shape(), op.values[k].shape()) << "output " << k;
+    const double d = norm_rel_diff(ob.values[k], op.values[k]);
+    EXPECT_TRUE(d <= 1e-5) << "output " << k << ": relative difference " << d;  // (fails on NaN)
+  }
+}
 
 // Stands in for the other ranks of a data-parallel run (docs/PARALLEL.md): this process is rank 0
 // of `size`, and every other rank's row of a gathered bucket is a copy of this one's, as if every

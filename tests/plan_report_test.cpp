@@ -2,6 +2,7 @@
 // autograd regression fails here, MXNet's mirror regression went unnoticed for years), the
 // targets' ratios, and the accounting identities of the report.
 #include "test_util.h"
+#include "ops/conv2d.h"
 #include "train/session/pipeline.h"
 
 namespace mnemo::test {
@@ -23,9 +24,12 @@ const Pinned kPinned[] = {
     {"resnet1000-imagenet", 120706631168, 66339803648, 32987225344},
 };
 
+// The ResNets in the plain layout (model.layout: auto picks the blocked one on CPUs whose oneDNN
+// has a channel block; pinned below).
 TEST(PlanReport, PinnedFeatureMapBytesOfReferenceConfigs) {
   for (const Pinned& p : kPinned) {
-    const Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/" + p.config + ".yaml");
+    Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/" + p.config + ".yaml");
+    c.resnet.layout = "plain";
     const Pipeline pl = build_pipeline(c, static_data_shape(c), c.data.batch);
     const int64_t want[3] = {p.none, p.inplace, p.share};
     const char* modes[3] = {"none", "inplace", "share"};
@@ -37,6 +41,20 @@ TEST(PlanReport, PinnedFeatureMapBytesOfReferenceConfigs) {
         EXPECT_GE(static_cast<double>(p.none) / r.feature_map_bytes, 2.0) << p.config;
       }
     }
+  }
+}
+
+// The same bytes whatever the block (8 or 16: ResNet's widths are multiples of both).
+TEST(PlanReport, PinnedFeatureMapBytesOfTheBlockedLayout) {
+  if (ops::conv::onednn_channel_block() == 0) GTEST_SKIP() << "oneDNN uses no channel-blocked layout on this CPU";
+  for (const Pinned& p : {Pinned{"resnet20-fashion-mnist", 555646464, 335669760, 155768064},
+                          Pinned{"resnet56-cifar", 979466752, 571568128, 277931264}}) {
+    Config c = load_config(std::string(MNEMO_SOURCE_DIR) + "/configs/" + p.config + ".yaml");
+    c.resnet.layout = "blocked";
+    const Pipeline pl = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const int64_t want[3] = {p.none, p.inplace, p.share};
+    const char* modes[3] = {"none", "inplace", "share"};
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(plan_pipeline(c, pl, modes[k]).planned.report.feature_map_bytes, want[k]) << p.config << " " << modes[k];
   }
 }
 

@@ -95,6 +95,7 @@ int run_import(const std::string& model, const std::string& out, std::string wei
 int run_plan(const std::string& path, const std::string& modes, bool json, const std::string& device_name, int64_t batch,
              const std::string& order, double placement_seconds, int ranks) {
   mnemo::Config c = config_or_onnx(path, batch);
+  if (!device_name.empty()) c.device = device_name;  // (the model's layout depends on it)
   if (!order.empty()) c.order = order;
   if (placement_seconds >= 0) c.placement_seconds = placement_seconds;
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.

@@ -248,6 +248,7 @@ void parse_model(Section& m, Config& c) {
     for (int64_t b : m.get_ints("blocks", {}, 1, 10000)) r.blocks.push_back(static_cast<int>(b));
     r.block = m.get_string("block", "", {"basic", "bottleneck"});
     r.width_base = m.get_int("width", 0, 1, 1 << 16);
+    r.layout = m.get_string("layout", "auto", {"auto", "plain", "blocked"});
     try {
       resnet_blocks(r);
     } catch (const Error& e) {
@@ -485,6 +486,7 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       r.channels = ds.sample[0], r.height = ds.sample[1], r.width = ds.sample[2];
       r.classes = ds.classes;
       r.training = training;
+      r.layout = resnet_layout(r, c.device);
       return build_resnet(r);
     }
     if (c.model_type == "lstm") {

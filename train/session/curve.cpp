@@ -31,7 +31,8 @@ namespace {
 
 Config base_config(const std::string& model) {
   if (model == "resnet")
-    return parse_config("model: {type: resnet, style: imagenet, block: bottleneck, blocks: [3, 4, 6, 3]}\n"
+    // (plain activations: the paper's graph, the same plan on every machine)
+    return parse_config("model: {type: resnet, style: imagenet, block: bottleneck, blocks: [3, 4, 6, 3], layout: plain}\n"
                         "data: {source: synthetic, shape: [3, 224, 224], classes: 1000, batch: 32}\n"
                         "optimizer: {momentum: 0.9}\ntrain: {steps: 1}\n",
                         "resnet (ImageNet-style, batch 32, 3x224x224)");
@@ -117,7 +118,8 @@ int run_budget_curve(const CurveOptions& opt) {
   MNEMO_CHECK(opt.values.empty() != (opt.budgets == 0)) << "--vary budget: give either --values (MiB) or --budgets N";
   for (int64_t v : opt.values) MNEMO_CHECK(v >= 1 && v <= 1 << 30) << "--values: each budget must be in [1, 2^30] MiB, got " << v;
   for (const std::string& m : opt.modes) parse_memory_mode(m);
-  const Config c = base_config(opt.model);
+  Config c = base_config(opt.model);
+  if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   const std::unique_ptr<Device> device = open_device(opt.device);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   const MirrorResult top = plan_pipeline(c, p, "budget=1x", device.get());
@@ -189,7 +191,8 @@ int run_curve(const CurveOptions& opt) {
     MNEMO_CHECK(v >= 1 && v <= 100000) << "--values: each value must be in [1, 100000], got " << v;
   MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
   for (const std::string& m : opt.modes) parse_memory_mode(m);
-  const Config base = base_config(opt.model);
+  Config base = base_config(opt.model);
+  if (!opt.device.empty()) base.device = opt.device;  // (the model's layout depends on it)
   const std::unique_ptr<Device> device = open_device(opt.device);
   std::filesystem::create_directories(opt.out);
   const std::string csv_path = opt.out + "/curve.csv";

@@ -328,8 +328,9 @@ void Trainer::print_profile(int64_t steps) const {
 int Trainer::run() {
   const PlannedStep& ps = step_->result().planned;
   const std::string where = device_->name();
-  std::printf("mnemo train %s: %s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
-              opt_.config.c_str(), c_.model_type.c_str(), p_.model.layers, step_->training().graph.size(),
+  const std::string layout = p_.model.layout.empty() ? "" : " (activations " + p_.model.layout + ")";
+  std::printf("mnemo train %s: %s%s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
+              opt_.config.c_str(), c_.model_type.c_str(), layout.c_str(), p_.model.layers, step_->training().graph.size(),
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
@@ -569,6 +570,7 @@ int run_train(const TrainOptions& opt) {
 
 int run_grad(const GradOptions& opt) {
   Config c = load_config(opt.config);
+  if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   TensorFile batch = read_safetensors(opt.batch);
   for (const char* k : {"data", "labels"})
     MNEMO_CHECK(batch.tensors.count(k)) << "batch file " << opt.batch << " has no tensor '" << k << "' (it needs 'data' and 'labels')";
@@ -613,6 +615,7 @@ int run_grad(const GradOptions& opt) {
 
 int run_bench(const BenchOptions& opt) {
   Config c = load_config(opt.config);
+  if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.order.empty()) c.order = opt.order;
   if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
