@@ -14,7 +14,7 @@ import argparse, json, os, subprocess, tempfile
 MODELS = {
     "alexnet": ("{type: alexnet}", "[3, 224, 224]"),
     "vgg16": ("{type: vgg, depth: 16}", "[3, 224, 224]"),
-    "resnet50": ("{type: resnet, style: imagenet, depth: 50}", "[3, 224, 224]"),
+    "resnet50": ("{type: resnet, style: imagenet, depth: 50, layout: plain}", "[3, 224, 224]"),
     "inception_v3": ("{type: inception_v3}", "[3, 299, 299]"),
     "mobilenet_v2": ("{type: mobilenet_v2}", "[3, 224, 224]"),
     "densenet121": ("{type: densenet, depth: 121}", "[3, 224, 224]"),

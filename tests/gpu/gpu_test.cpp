@@ -112,7 +112,7 @@ std::vector<Tensor> run_on_gpu(const Sample& s, std::optional<InplaceOption> ali
 std::vector<std::string> compute_ops() {
   std::vector<std::string> v;
   for (const OpDef* d : op_registry().all())
-    if (d->kind == OpKind::compute && d->sample) v.push_back(d->name);
+    if (d->kind == OpKind::compute && d->sample && d->backends.cuda) v.push_back(d->name);  // (to_blocked, to_plain: CPU only)
   return v;
 }
 
@@ -230,7 +230,7 @@ StepResult gpu_step(const std::string& cfg_text, const std::string& mode, bool c
 }
 
 const char* kResnet =
-    "model: {type: resnet, style: cifar, depth: 20, width: 8}\n"
+    "model: {type: resnet, style: cifar, depth: 20, width: 8, layout: plain}\n"
     "data: {source: synthetic, shape: [3, 16, 16], classes: 10, batch: 16}\n"
     "train: {steps: 1, seed: 5}\n";
 const char* kLstm =
