@@ -292,21 +292,47 @@ void blocked_sums(const Blocked& B, std::vector<double>& s0, std::vector<double>
       }
 }
 
-// out = (x - sub[ch]) * mul[ch] + add[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
+// out = (x - sub[ch]) * k1[ch] + k2[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
+// The channel block's coefficients in local arrays and restrict pointers: the lane loop vectorises.
 template <class T, int kB>
 void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub, const std::vector<T>& k1,
                     const std::vector<T>& k2, const std::vector<T>& k3) {
   parallel_for(B.n * B.cb, [&](int64_t k) {
     const int64_t n = k / B.cb, cb = k % B.cb, o = B.base(n, cb) * kB;
-    const T *sb = &sub[cb * kB], *a = &k1[cb * kB], *b2 = &k2[cb * kB], *c3 = &k3[cb * kB];
-    for (int64_t i = 0; i < B.l; ++i) {
-      const int64_t e = o + i * kB;
-      if (dy)
-        for (int j = 0; j < kB; ++j) out[e + j] = a[j] * dy[e + j] + b2[j] * (x[e + j] - sb[j]) + c3[j];
-      else
-        for (int j = 0; j < kB; ++j) out[e + j] = (x[e + j] - sb[j]) * a[j] + b2[j];
+    T sb[kB], a[kB], b[kB], c[kB];
+    for (int j = 0; j < kB; ++j) sb[j] = sub[cb * kB + j], a[j] = k1[cb * kB + j], b[j] = k2[cb * kB + j];
+    const T* __restrict xp = x + o;
+    T* __restrict op = out + o;
+    if (dy) {
+      for (int j = 0; j < kB; ++j) c[j] = k3[cb * kB + j];
+      const T* __restrict gp = dy + o;
+      for (int64_t i = 0; i < B.l * kB; i += kB)
+        for (int j = 0; j < kB; ++j) op[i + j] = a[j] * gp[i + j] + b[j] * (xp[i + j] - sb[j]) + c[j];
+    } else {
+      for (int64_t i = 0; i < B.l * kB; i += kB)
+        for (int j = 0; j < kB; ++j) op[i + j] = (xp[i + j] - sb[j]) * a[j] + b[j];
     }
   });
+}
+
+// Per lane of one slab ([l, kB] at p, q): s0[j] = sum of f0, s1[j] = sum of f1 over the l pixels,
+// in double, in two interleaved chains (even and odd pixels, added at the end: a fixed order).
+template <class T, int kB, class F>
+inline void lane_sums(const T* __restrict p, const T* __restrict q, int64_t l, double* s0, double* s1, F f) {
+  double a0[kB] = {}, a1[kB] = {}, b0[kB] = {}, b1[kB] = {};
+  int64_t i = 0;
+  for (; i + 1 < l; i += 2)
+    for (int j = 0; j < kB; ++j) {
+      const auto [u0, v0] = f(j, static_cast<double>(p[i * kB + j]), q ? static_cast<double>(q[i * kB + j]) : 0.0);
+      const auto [u1, v1] = f(j, static_cast<double>(p[(i + 1) * kB + j]), q ? static_cast<double>(q[(i + 1) * kB + j]) : 0.0);
+      a0[j] += u0, b0[j] += v0, a1[j] += u1, b1[j] += v1;
+    }
+  for (; i < l; ++i)
+    for (int j = 0; j < kB; ++j) {
+      const auto [u0, v0] = f(j, static_cast<double>(p[i * kB + j]), q ? static_cast<double>(q[i * kB + j]) : 0.0);
+      a0[j] += u0, b0[j] += v0;
+    }
+  for (int j = 0; j < kB; ++j) s0[j] = a0[j] + a1[j], s1[j] = b0[j] + b1[j];
 }
 
 template <class T, int kB>
@@ -318,25 +344,18 @@ void bn_train_forward_blocked(const KernelContext& c, double eps) {
   const int64_t C = B.cb * kB;
   const double count = static_cast<double>(B.n * B.l);
   std::vector<double> sum, unused, ss;
-  blocked_sums<kB>(B, sum, unused, [&](int64_t n, int64_t cb, double* s0, double*) {
-    const T* xp = x + B.base(n, cb) * kB;
-    double a[kB] = {};
-    for (int64_t i = 0; i < B.l; ++i)
-      for (int j = 0; j < kB; ++j) a[j] += static_cast<double>(xp[i * kB + j]);
-    for (int j = 0; j < kB; ++j) s0[j] = a[j];
+  blocked_sums<kB>(B, sum, unused, [&](int64_t n, int64_t cb, double* s0, double* s1) {
+    lane_sums<T, kB>(x + B.base(n, cb) * kB, nullptr, B.l, s0, s1, [](int, double v, double) { return std::pair{v, 0.0}; });
   });
   std::vector<double> m(static_cast<size_t>(C));
   for (int64_t ch = 0; ch < C; ++ch) m[ch] = count > 0 ? sum[ch] / count : 0.0;
-  blocked_sums<kB>(B, ss, unused, [&](int64_t n, int64_t cb, double* s0, double*) {
-    const T* xp = x + B.base(n, cb) * kB;
-    const double* mc = &m[cb * kB];
-    double a[kB] = {};
-    for (int64_t i = 0; i < B.l; ++i)
-      for (int j = 0; j < kB; ++j) {
-        const double d = static_cast<double>(xp[i * kB + j]) - mc[j];
-        a[j] += d * d;
-      }
-    for (int j = 0; j < kB; ++j) s0[j] = a[j];
+  blocked_sums<kB>(B, ss, unused, [&](int64_t n, int64_t cb, double* s0, double* s1) {
+    double mc[kB];
+    for (int j = 0; j < kB; ++j) mc[j] = m[cb * kB + j];
+    lane_sums<T, kB>(x + B.base(n, cb) * kB, nullptr, B.l, s0, s1, [&mc](int j, double v, double) {
+      const double d = v - mc[j];
+      return std::pair{d * d, 0.0};
+    });
   });
   std::vector<T> mt(C), scale(C), b(C), none;
   for (int64_t ch = 0; ch < C; ++ch) {
@@ -375,15 +394,9 @@ void bn_backward_blocked(const KernelContext& c, const T* mean, Coeffs coeffs) {
   std::vector<double> sdy, sdyx;
   blocked_sums<kB>(B, sdy, sdyx, [&](int64_t n, int64_t cb, double* s0, double* s1) {
     const int64_t o = B.base(n, cb) * kB;
-    double m[kB], a[kB] = {}, b[kB] = {};
+    double m[kB];
     for (int j = 0; j < kB; ++j) m[j] = static_cast<double>(mean[cb * kB + j]);
-    for (int64_t i = 0; i < B.l; ++i)
-      for (int j = 0; j < kB; ++j) {
-        const double g = static_cast<double>(dy[o + i * kB + j]);
-        a[j] += g;
-        b[j] += g * (static_cast<double>(x[o + i * kB + j]) - m[j]);
-      }
-    for (int j = 0; j < kB; ++j) s0[j] = a[j], s1[j] = b[j];
+    lane_sums<T, kB>(x + o, dy + o, B.l, s0, s1, [&m](int j, double xv, double g) { return std::pair{g, g * (xv - m[j])}; });
   });
   std::vector<T> mt(C), k1(C), k2(C), k3(C);
   for (int64_t ch = 0; ch < C; ++ch) {

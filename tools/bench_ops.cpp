@@ -10,6 +10,7 @@
 //   (no reorders), to show where the time goes; fully_connected's three passes at LSTM sizes
 //   (32 x 512 -> 2048 and 5000, 64 x 1024 -> 4096), through the op and through Eigen, oneDNN's sgemm
 //   and matmul primitive and (optional) MKL;
+//   channel-blocked activations against plain ones (conv passes with `block`, batch norm);
 //   Eigen float32 GEMM 1024^3 (row-major, .noalias()).
 // Usage: bench_ops [--threads=N] [Google Benchmark flags, e.g. --benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
@@ -33,6 +34,7 @@
 #include "core/device.h"
 #include "core/graph.h"
 #include "core/memory_plan.h"
+#include "ops/conv2d.h"
 
 namespace {
 using namespace mnemo;
@@ -284,6 +286,36 @@ void register_fully_connected(const FcShape& s) {
   }
 }
 
+// Channel-blocked activations (ops/layout.cpp) against plain ones on the CIFAR shapes: the conv
+// passes with `block` (no reorders around oneDNN) and batch norm's forward and backward, each
+// beside the plain op (same rate unit: the op's cost-model FLOPs per second).
+void register_layout(const ConvShape& s) {
+  const int64_t b = ops::conv::onednn_channel_block();
+  if (!b) return;
+  const TensorType xp{DType::f32, {kBatch, s.c, s.hw, s.hw}}, xb{DType::f32, {kBatch, s.c / b, s.hw, s.hw, b}};
+  const TensorType c{DType::f32, {s.c}}, w{DType::f32, {s.c, s.c, 3, 3}};
+  for (const bool blocked : {false, true}) {
+    const TensorType& x = blocked ? xb : xp;
+    const std::string base = "layout/" + s.name() + (blocked ? "/blocked" + std::to_string(b) : "/plain");
+    Attrs a{{"padding", int64_t{1}}};
+    if (blocked) a["block"] = b;
+    Attrs ad = a, aw = a, bn = blocked ? Attrs{{"block", b}} : Attrs{};
+    ad["input_hw"] = std::vector<int64_t>{s.hw, s.hw};
+    aw["kernel"] = std::vector<int64_t>{3, 3};
+    const std::vector<std::pair<std::string, std::shared_ptr<OpRun>>> runs = {
+        {"conv_fwd", std::make_shared<OpRun>("conv2d", std::vector<TensorType>{x, w}, a)},
+        {"conv_bwd_data", std::make_shared<OpRun>("conv2d_grad_data", std::vector<TensorType>{x, w}, ad)},
+        {"conv_bwd_weight", std::make_shared<OpRun>("conv2d_grad_weight", std::vector<TensorType>{x, x}, aw)},
+        {"bn_fwd", std::make_shared<OpRun>("batch_norm", std::vector<TensorType>{x, c, c}, bn)},
+        {"bn_bwd", std::make_shared<OpRun>("batch_norm_grad", std::vector<TensorType>{x, c, c, c, x}, bn)}};
+    for (const auto& [name, r] : runs)
+      benchmark::RegisterBenchmark((base + "/" + name).c_str(), [r](benchmark::State& state) {
+        for (auto _ : state) r->run();
+        set_rate(state, r->flops());
+      })->UseRealTime();
+  }
+}
+
 const char* kGemmName = "eigen_gemm/1024x1024x1024";
 void register_gemm() {
   benchmark::RegisterBenchmark(kGemmName, [](benchmark::State& state) {
@@ -376,6 +408,7 @@ int main(int argc, char** argv) {
   for (const ConvShape& s : kConvShapes) register_conv(s, "winograd");
   for (const ConvShape& s : kConvShapes) register_raw_onednn(s, false);
   for (const ConvShape& s : kConvShapes) register_raw_onednn(s, true);
+  for (const ConvShape& s : kConvShapes) register_layout(s);
   register_gemm();  // again at the end: the summary uses the median of both, so drift shows up in both
 
   SummaryReporter reporter;
