@@ -46,7 +46,7 @@ size_t bn_forward_workspace(Context&, const void* params, std::span<const Tensor
   return batch_norm_workspace_bytes(L.n, L.c, L.l, static_cast<const ops::BatchNormParams*>(params)->training);
 }
 size_t bn_grad_workspace(Context&, const void* params, std::span<const TensorType> in, std::span<const TensorType>) {
-  require_plain(params, "batch_norm_grad");
+  require_plain(params, "batch norm's backward");
   const Layout L = layout_of(in[0]);
   return batch_norm_workspace_bytes(L.n, L.c, L.l, true);
 }

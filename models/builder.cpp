@@ -15,13 +15,22 @@ EntryRef ModelBuilder::param(const std::string& name, Shape shape, ParamInit ini
   return p;
 }
 
+namespace {
+// x's channels: [N,C,H,W], or with `block` channel-blocked [N,C/b,H,W,b].
+int64_t channels_of(const TensorType& t, int64_t block, const std::string& name, const char* op) {
+  if (!block) return t.shape.size() >= 2 ? t.shape[1] : 0;
+  MNEMO_CHECK(t.shape.size() == 5 && t.shape[4] == block)
+      << name << ": " << op << " with block " << block << " expects channel-blocked [N,C/" << block << ",H,W," << block
+      << "], got " << t.str();
+  return t.shape[1] * block;
+}
+}  // namespace
+
 EntryRef ModelBuilder::conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel,
-                              int64_t stride, int64_t padding) {
+                              int64_t stride, int64_t padding, int64_t block) {
   const TensorType& t = g_.type(x);
-  MNEMO_CHECK(t.shape.size() == 4 || t.shape.size() == 5)
-      << name << ": conv2d expects [N,C,H,W] or channel-blocked [N,C/b,H,W,b], got " << t.str();
-  const int64_t block = t.shape.size() == 5 ? t.shape[4] : 0;
-  const int64_t c = t.shape[1] * (block ? block : 1);
+  MNEMO_CHECK(block || t.shape.size() == 4) << name << ": conv2d expects [N,C,H,W], got " << t.str();
+  const int64_t c = channels_of(t, block, name, "conv2d");
   const double fan_in = static_cast<double>(c * kernel * kernel);
   EntryRef w = param(name + "/weight", {out_channels, c, kernel, kernel}, {ParamInit::normal, std::sqrt(2.0 / fan_in)});
   Attrs a{{"stride", stride}, {"padding", padding}};
@@ -29,11 +38,10 @@ EntryRef ModelBuilder::conv2d(EntryRef x, const std::string& name, int64_t out_c
   return g_.add1("conv2d", {x, w}, std::move(a), name);
 }
 
-EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double momentum, double eps) {
+EntryRef ModelBuilder::batch_norm(EntryRef x, const std::string& name, double momentum, double eps, int64_t block) {
   const TensorType& t = g_.type(x);
   MNEMO_CHECK(t.shape.size() >= 2) << name << ": batch_norm expects [N,C,...], got " << t.str();
-  const int64_t block = t.shape.size() == 5 ? t.shape[4] : 0;  // channel-blocked [N,C/b,H,W,b]
-  const int64_t c = t.shape[1] * (block ? block : 1);
+  const int64_t c = channels_of(t, block, name, "batch_norm");
   const int64_t count = t.numel() / c;
   EntryRef gamma = param(name + "/gamma", {c}, {ParamInit::ones, 0});
   EntryRef beta = param(name + "/beta", {c}, {ParamInit::zeros, 0});

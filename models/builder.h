@@ -40,12 +40,13 @@ class ModelBuilder {
   EntryRef input(const std::string& name, Shape shape, DType dtype);
   EntryRef param(const std::string& name, Shape shape, ParamInit init, bool trainable = true);
 
-  // conv2d without bias, He-normal weights (std sqrt(2 / fan_in)). conv2d and batch_norm take a
-  // channel-blocked x [N,C/b,H,W,b] (ops/layout.cpp) too: their `block` attribute is then b.
+  // conv2d without bias, He-normal weights (std sqrt(2 / fan_in)). With `block` b (8 or 16), x and
+  // the result are channel-blocked [N,C/b,H,W,b] (ops/layout.cpp; conv2d's `block` attribute).
   EntryRef conv2d(EntryRef x, const std::string& name, int64_t out_channels, int64_t kernel, int64_t stride,
-                  int64_t padding);
-  // Training-mode batch norm: gamma 1, beta 0, running statistics updated once per step.
-  EntryRef batch_norm(EntryRef x, const std::string& name, double momentum = 0.1, double eps = 1e-5);
+                  int64_t padding, int64_t block = 0);
+  // Training-mode batch norm: gamma 1, beta 0, running statistics updated once per step; `block` as
+  // conv2d's (the per-channel vectors stay [C]).
+  EntryRef batch_norm(EntryRef x, const std::string& name, double momentum = 0.1, double eps = 1e-5, int64_t block = 0);
   EntryRef relu(EntryRef x, const std::string& name);
   // Training-mode dropout with drop probability p (ops/dropout.cpp), its mask seeded by the node's
   // name and the step counter input kRngStep, which the builder adds at the first use (the trainer

@@ -1,28 +1,27 @@
 // ResNet builders (see resnet.h).
 #include "models/resnet.h"
 
-#include "ops/conv2d.h"
-
 namespace mnemo {
 namespace {
 
 struct Net {
   ModelBuilder& b;
   int layers = 0;
+  int64_t block = 0;  // the activations' channel block from the stem on (0: plain)
 
   EntryRef conv_bn(EntryRef x, const std::string& name, int64_t out, int64_t k, int64_t stride, bool relu) {
     const int64_t pad = k / 2;
-    EntryRef h = b.batch_norm(b.conv2d(x, name + "/conv", out, k, stride, pad), name + "/bn");
+    EntryRef h = b.batch_norm(b.conv2d(x, name + "/conv", out, k, stride, pad, block), name + "/bn", 0.1, 1e-5, block);
     ++layers;
     return relu ? b.relu(h, name + "/relu") : h;
   }
 
   EntryRef shortcut(EntryRef x, const std::string& name, int64_t out, int64_t stride) {
     const TensorType& t = b.graph().type(x);
-    const int64_t channels = t.shape[1] * (t.shape.size() == 5 ? t.shape[4] : 1);  // plain or channel-blocked
+    const int64_t channels = t.shape[1] * (block ? block : 1);  // plain or channel-blocked
     if (stride == 1 && channels == out) return x;
     // Projections are not counted as layers (He et al.'s convention: depth = 6n+2 for cifar).
-    return b.batch_norm(b.conv2d(x, name + "/shortcut/conv", out, 1, stride, 0), name + "/shortcut/bn");
+    return b.batch_norm(b.conv2d(x, name + "/shortcut/conv", out, 1, stride, 0, block), name + "/shortcut/bn", 0.1, 1e-5, block);
   }
 
   EntryRef basic(EntryRef x, const std::string& name, int64_t out, int64_t stride) {
@@ -88,13 +87,7 @@ std::vector<int> resnet_blocks(const ResNetConfig& c, std::string* block_kind) {
   return blocks;
 }
 
-std::string resnet_layout(const ResNetConfig& c, const std::string& device) {
-  if (c.layout != "auto") return c.layout;
-  if (device.rfind("cuda", 0) == 0 || c.dtype != DType::f32) return "plain";
-  const int64_t block = ops::conv::onednn_channel_block();
-  const int64_t w0 = c.width_base ? c.width_base : (c.style == "cifar" ? 16 : 64);
-  return block > 0 && w0 % block == 0 ? "blocked" : "plain";
-}
+int64_t resnet_base_width(const ResNetConfig& c) { return c.width_base ? c.width_base : (c.style == "cifar" ? 16 : 64); }
 
 BuiltModel build_resnet(const ResNetConfig& c) {
   std::string kind;
@@ -110,19 +103,15 @@ BuiltModel build_resnet(const ResNetConfig& c) {
   EntryRef y = b.input("labels", {c.batch}, DType::i32);
   EntryRef h;
   int64_t width = c.width_base;
-  MNEMO_CHECK(c.layout == "plain" || c.layout == "blocked")
-      << "model.layout: expected plain or blocked (auto is resolved by resnet_layout), got '" << c.layout << "'";
-  const bool blocked = c.layout == "blocked";
-  // oneDNN's block on this CPU (16 with AVX-512, 8 with AVX2)
-  const int64_t kBlock = blocked ? ops::conv::onednn_channel_block() : 0;
+  const int64_t kBlock = c.channel_block;
+  const bool blocked = kBlock > 0;
   if (blocked) {
-    MNEMO_CHECK(kBlock > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
-                            << "use layout: plain";
+    MNEMO_CHECK(kBlock == 8 || kBlock == 16) << "resnet: channel_block must be 0, 8 or 16, got " << kBlock;
     MNEMO_CHECK(c.dtype == DType::f32) << "model.layout: blocked runs oneDNN's float32 kernels; use layout: plain for "
                                        << dtype_name(c.dtype);
-    const int64_t w0 = c.width_base ? c.width_base : (c.style == "cifar" ? 16 : 64);
-    MNEMO_CHECK(w0 % kBlock == 0) << "model.layout: blocked needs channel counts that are multiples of " << kBlock
-                                  << "; model.width is " << w0;
+    MNEMO_CHECK(resnet_base_width(c) % kBlock == 0)
+        << "model.layout: blocked needs channel counts that are multiples of " << kBlock << "; model.width is "
+        << resnet_base_width(c);
   }
   auto to_blocked = [&](EntryRef e, const std::string& name) {
     return b.op("to_blocked", {e}, {{"block", kBlock}}, name);
@@ -130,7 +119,7 @@ BuiltModel build_resnet(const ResNetConfig& c) {
   if (c.style == "cifar") {
     if (!width) width = 16;
     if (blocked) {  // blocked from the stem's output on (the image's 3 channels stay plain)
-      h = b.batch_norm(to_blocked(b.conv2d(x, "stem/conv", width, 3, 1, 1), "stem/blocked"), "stem/bn");
+      h = b.batch_norm(to_blocked(b.conv2d(x, "stem/conv", width, 3, 1, 1), "stem/blocked"), "stem/bn", 0.1, 1e-5, kBlock);
       h = b.relu(h, "stem/relu");
       ++net.layers;
     } else {
@@ -142,6 +131,7 @@ BuiltModel build_resnet(const ResNetConfig& c) {
     h = b.op("max_pool2d", {h}, {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}}, "stem/pool");
     if (blocked) h = to_blocked(h, "stem/blocked");
   }
+  net.block = kBlock;  // the stages' activations
   for (size_t s = 0; s < blocks.size(); ++s) {
     const int64_t w = width << s;
     for (int k = 0; k < blocks[s]; ++k) {

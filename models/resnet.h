@@ -22,11 +22,13 @@ struct ResNetConfig {
   int64_t batch = 32, channels = 3, height = 32, width = 32, classes = 10;
   int64_t width_base = 0;           // first stage's channels (0: 16 for cifar, 64 for imagenet)
   DType dtype = DType::f32;
-  // "plain": every activation [N,C,H,W]; "blocked": from the stem's convolution to the global pool
-  // channel-blocked [N,C/b,H,W,b] with oneDNN's block b on this CPU (16 with AVX-512, 8 with AVX2):
-  // its own layout, no reorders around each convolution (CPU, float32 only); "auto" (configs'
-  // default): resnet_layout() decides. docs/CONFIG.md model.layout.
+  // The config's model.layout: "plain", "blocked" or "auto" (resolved into `block` by the config
+  // layer, train/config/config.cpp, which knows the device; docs/CONFIG.md model.layout).
   std::string layout = "plain";
+  // 0: every activation [N,C,H,W]; b (8 or 16): from the stem's convolution to the global pool
+  // channel-blocked [N,C/b,H,W,b], oneDNN's own layout on this CPU (no reorders around each
+  // convolution; CPU, float32 only). The builder uses this, not `layout`.
+  int64_t channel_block = 0;
   bool training = true;             // false: BatchNorm with running statistics (evaluation)
 };
 
@@ -46,9 +48,8 @@ struct BuiltModel {
 
 // Throws mnemo::Error naming the field when the configuration is impossible.
 BuiltModel build_resnet(const ResNetConfig& c);
-// c.layout, with "auto" resolved for `device` (a config's device: cpu, host, cuda, cuda:N): blocked
-// on the CPU when oneDNN's convolutions use a channel block that divides the widths, else plain.
-std::string resnet_layout(const ResNetConfig& c, const std::string& device);
+// The first stage's channels (model.width, or 16 / 64 by style).
+int64_t resnet_base_width(const ResNetConfig& c);
 // The resolved per-stage block counts and block kind, e.g. for reports.
 std::vector<int> resnet_blocks(const ResNetConfig& c, std::string* block_kind = nullptr);
 

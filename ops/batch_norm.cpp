@@ -465,7 +465,8 @@ void bn_backward_any(const KernelContext& c, int64_t block, const T* mean, Coeff
 void bn_grad_cpu(const KernelContext& c) {  // in: x, gamma, mean, inv_std, dy
   const int64_t block = c.p<BatchNormParams>().block;
   dispatch_float(c.in[0].dtype(), "batch_norm_grad", [&]<class T>() {
-    const double count = static_cast<double>(c.in[0].numel() / c.in[1].numel());
+    const int64_t channels = c.in[1].numel();  // values per channel (0 channels: no values)
+    const double count = channels > 0 ? static_cast<double>(c.in[0].numel() / channels) : 0.0;
     const T* gamma = c.in[1].as<T>();
     const T* inv_std = c.in[3].as<T>();
     bn_backward_any<T>(c, block, c.in[2].as<T>(), [&](int64_t ch, double dbeta, double sdyx) {

@@ -364,6 +364,7 @@ void conv2d_cpu(const KernelContext& c) {
                c.workspace_bytes);
     return;
   }
+  MNEMO_ASSERT(!p.block) << "conv2d: block " << p.block << " without its oneDNN primitive (the node was not prepared)";
   dispatch_float(c.in[0].dtype(), "conv2d", [&]<class T>() {
     forward_im2col<T>(g, c.in[0].as<T>(), c.in[1].as<T>(), bias ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(),
                       static_cast<T*>(c.workspace), c.workspace_bytes);

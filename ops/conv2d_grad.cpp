@@ -85,6 +85,7 @@ void grad_data_cpu(const KernelContext& c) {
     onednn_run(*e, c.in[0].data, c.in[1].data, nullptr, c.out[0].data, c.workspace, c.workspace_bytes);
     return;
   }
+  MNEMO_ASSERT(!p.block) << "conv2d_grad_data: block " << p.block << " without its oneDNN primitive (the node was not prepared)";
   dispatch_float(c.in[0].dtype(), "conv2d_grad_data", [&]<class T>() {
     grad_data_im2col<T>(g, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), static_cast<T*>(c.workspace),
                         c.workspace_bytes);
@@ -168,6 +169,7 @@ void grad_weight_cpu(const KernelContext& c) {
     onednn_run(*e, c.in[0].data, c.in[1].data, nullptr, c.out[0].data, c.workspace, c.workspace_bytes);
     return;
   }
+  MNEMO_ASSERT(!p.block) << "conv2d_grad_weight: block " << p.block << " without its oneDNN primitive (the node was not prepared)";
   dispatch_float(c.in[0].dtype(), "conv2d_grad_weight", [&]<class T>() {
     grad_weight_im2col<T>(g, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), static_cast<T*>(c.workspace),
                           c.workspace_bytes);

@@ -31,6 +31,24 @@ TEST(Layout, ToBlockedPlacesEveryChannelInItsLane) {
   }
 }
 
+TEST(Layout, AnyRankFromThree) {
+  for (const Shape& s : {Shape{2, 16, 5}, Shape{2, 8, 3, 4, 5}}) {
+    Tensor x = rand64(s, 40);
+    Tensor y = blocked(x, 8);
+    Shape want = s;
+    want[1] /= 8;
+    want.push_back(8);
+    EXPECT_EQ(y.shape(), want);
+    EXPECT_TRUE(bitwise_equal(plain(y), x)) << shape_str(s);
+  }
+  // batch norm on a rank-4 blocked tensor (from [N,C,L]) is the plain op on [N,C,L]
+  Tensor x = rand64({3, 16, 7}, 41), gamma = rand64({16}, 42), beta = rand64({16}, 43);
+  Tensor xb = blocked(x, 8);
+  auto f = run("batch_norm", {&x, &gamma, &beta});
+  auto fb = run("batch_norm", {&xb, &gamma, &beta}, {{"block", int64_t{8}}});
+  EXPECT_LE(max_rel_diff(plain(fb[0]), f[0]), 1e-12);
+}
+
 TEST(Layout, ErrorsNameTheShape) {
   Tensor x = rand64({2, 12, 3, 3}, 3);
   EXPECT_NE(error_of([&] { blocked(x, 8); }).find("not a multiple of the block 8"), std::string::npos);
@@ -122,6 +140,23 @@ TEST(Layout, BlockedBatchNormMatchesThePlainOne) {
       EXPECT_LE(max_rel_diff(plain(igb[0]), ig[0]), 1e-12) << "inference dx, " << what;
       for (int j = 1; j < 3; ++j) EXPECT_LE(max_rel_diff(igb[j], ig[j]), 1e-12) << "inference output " << j << ", " << what;
     }
+}
+
+// float32 (what training runs): within float32 rounding of the plain op.
+TEST(Layout, BlockedBatchNormFloat32MatchesThePlainOne) {
+  const Shape s{8, 32, 9, 9};
+  Tensor x = cast(rand64(s, 50, 2.0, 0.5), DType::f32), dy = cast(rand64(s, 51), DType::f32);
+  Tensor gamma = cast(rand64({32}, 52), DType::f32), beta = cast(rand64({32}, 53), DType::f32);
+  for (int64_t b : {8, 16}) {
+    Tensor xb = blocked(x, b), dyb = blocked(dy, b);
+    auto f = run("batch_norm", {&x, &gamma, &beta});
+    auto fb = run("batch_norm", {&xb, &gamma, &beta}, {{"block", b}});
+    auto g = run("batch_norm_grad", {&x, &gamma, &f[1], &f[2], &dy});
+    auto gb = run("batch_norm_grad", {&xb, &gamma, &f[1], &f[2], &dyb}, {{"block", b}});
+    const double d[] = {norm_rel_diff(plain(fb[0]), f[0]), norm_rel_diff(fb[1], f[1]), norm_rel_diff(fb[2], f[2]),
+                        norm_rel_diff(plain(gb[0]), g[0]), norm_rel_diff(gb[1], g[1]), norm_rel_diff(gb[2], g[2])};
+    for (int j = 0; j < 6; ++j) EXPECT_TRUE(d[j] <= 1e-6) << "output " << j << " block " << b << ": " << d[j];  // (NaN fails)
+  }
 }
 
 TEST(Layout, BlockedBatchNormIsBitwiseTheSameForAnyThreadCount) {

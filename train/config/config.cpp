@@ -2,6 +2,7 @@
 #include "train/config/config.h"
 
 #include "memory/mirror_planner.h"
+#include "ops/conv2d.h"
 #include "train/config/files.h"
 
 #include <yaml-cpp/eventhandler.h>
@@ -476,6 +477,21 @@ DataShape static_data_shape(const Config& c) {
   MNEMO_FAIL() << c.file << ": data.source '" << d.source << "' has no static shape (its vocabulary comes from the file)";
 }
 
+int64_t resnet_block(const ResNetConfig& r, const std::string& device) {
+  const bool gpu = device.rfind("cuda", 0) == 0;
+  const int64_t block = ops::conv::onednn_channel_block();  // oneDNN's own layout on this CPU
+  if (r.layout == "plain") return 0;
+  if (r.layout == "blocked") {
+    MNEMO_CHECK(!gpu) << "model.layout: blocked is oneDNN's layout (the CPU); device " << device
+                      << " runs plain activations: use layout: plain or auto";
+    MNEMO_CHECK(block > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
+                           << "use layout: plain or auto";
+    return block;
+  }
+  // auto: blocked where it runs and divides the widths
+  return !gpu && r.dtype == DType::f32 && block > 0 && resnet_base_width(r) % block == 0 ? block : 0;
+}
+
 BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool training) {
   const auto where = [&]() { return c.file + ": "; };
   try {
@@ -486,7 +502,7 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       r.channels = ds.sample[0], r.height = ds.sample[1], r.width = ds.sample[2];
       r.classes = ds.classes;
       r.training = training;
-      r.layout = resnet_layout(r, c.device);
+      r.channel_block = resnet_block(r, c.device);
       return build_resnet(r);
     }
     if (c.model_type == "lstm") {

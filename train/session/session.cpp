@@ -657,6 +657,7 @@ int run_bench(const BenchOptions& opt) {
     j["batch"] = c.data.batch;
     j["threads"] = omp_get_max_threads();
     j["device"] = gpu ? device->name() : "cpu";
+    j["layout"] = p.model.layout.empty() ? "plain" : p.model.layout;
     j["captured_graphs"] = step.executor().captures();
     if (gpu) {
       j["device_allocated_bytes"] = device->allocated_bytes();
@@ -670,9 +671,10 @@ int run_bench(const BenchOptions& opt) {
     j["steps"] = opt.steps;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s: %s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
+    const std::string layout = p.model.layout.empty() ? "" : " (activations " + p.model.layout + ")";
+    std::printf("%s: %s%s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
                 "feature maps %s, total %s\n",
-                opt.config.c_str(), c.model_type.c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
+                opt.config.c_str(), c.model_type.c_str(), layout.c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
                 median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
     if (gpu) print_device_memory(*device, r, step.params().bytes(), device_peak);
