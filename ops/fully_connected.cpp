@@ -4,7 +4,8 @@
 //   fully_connected_grad_weight(dy[N,M], x[N,D] [, sum[M,D]])   dw[M,D] = dy^T x (+ sum)
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
 // N batch, D input features, M output features. float32: the forward is oneDNN's matmul primitive
-// (prepared per node), the backward products oneDNN's sgemm; float64: Eigen. All multithreaded
+// (prepared per node), dy w too from 64 batch rows on, the other backward products oneDNN's sgemm;
+// float64: Eigen. All multithreaded
 // with OpenMP; each product costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
 
@@ -89,29 +90,40 @@ struct FcMatmul {
 constexpr size_t kScratchAlign = kOnednnAlign;
 dnnl::engine& engine() { return onednn_engine(); }
 
-Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
-  if (in[0].dtype != DType::f32) return {};  // float64: Eigen (fc_cpu)
+// dst[n,k] = src[n,j] wei[j,k] (+ bias[k]) for row-major src [n,j] and dst [n,k], and wei given by
+// its strides (transposed or not); null when oneDNN has no matmul for the shape.
+std::shared_ptr<FcMatmul> make_matmul(int64_t n, int64_t j, int64_t k, const dnnl::memory::dims& wei_strides, bool bias) {
   using md = dnnl::memory::desc;
   using dt = dnnl::memory::data_type;
-  const int64_t n = in[0].shape[0], d = in[0].shape[1], m = in[1].shape[0];
   auto e = std::make_shared<FcMatmul>();
-  e->src = md({n, d}, dt::f32, dnnl::memory::dims{d, 1});
-  e->wei = md({d, m}, dt::f32, dnnl::memory::dims{1, d});  // w [M,D] read as w^T [D,M]
-  e->dst = md({n, m}, dt::f32, dnnl::memory::dims{m, 1});
-  e->has_bias = in.size() == 3;
-  if (e->has_bias) e->bias = md({1, m}, dt::f32, dnnl::memory::dims{m, 1});
+  e->src = md({n, j}, dt::f32, dnnl::memory::dims{j, 1});
+  e->wei = md({j, k}, dt::f32, wei_strides);
+  e->dst = md({n, k}, dt::f32, dnnl::memory::dims{k, 1});
+  e->has_bias = bias;
+  if (bias) e->bias = md({1, k}, dt::f32, dnnl::memory::dims{k, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
-    const auto pd = e->has_bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->bias, e->dst), attr, engine())
-                                : dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->dst), attr, engine());
+    const auto pd = bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->bias, e->dst), attr, engine())
+                         : dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src, e->wei, e->dst), attr, engine());
     e->scratch = pd.scratchpad_desc();
     e->prim = dnnl::matmul(pd);
   } catch (const dnnl::error&) {
-    return {};  // no matmul for this shape: sgemm (fc_cpu)
+    return nullptr;
   }
+  return e;
+}
+
+Prepared prepared(std::shared_ptr<FcMatmul> e) {
+  if (!e) return {};  // sgemm
   const size_t ws = e->scratch.get_size() ? e->scratch.get_size() + kScratchAlign : 0;
   return {e, ws};
+}
+
+Prepared prepare_fc(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+  if (in[0].dtype != DType::f32) return {};  // float64: Eigen (fc_cpu)
+  const int64_t n = in[0].shape[0], d = in[0].shape[1], m = in[1].shape[0];
+  return prepared(make_matmul(n, d, m, {1, d}, in.size() == 3));  // w [M,D] read as w^T [D,M]
 }
 
 void fc_matmul(const FcMatmul& e, const KernelContext& c) {
@@ -171,7 +183,21 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
   return {TensorType{dy.dtype, {dy.shape[0], w.shape[1]}}};
 }
 
+// dx = dy w: oneDNN's matmul primitive from kMatmulDataRows batch rows on (64x1024->4096: 144
+// GFLOP/s against sgemm's 114 and PyTorch's 134), sgemm below (32x512->2048 and ->5000: sgemm
+// 182 and 155 against the primitive's 156 and 129); tools/gemm_vs_pytorch.py, docs/BENCHMARKS.md.
+constexpr int64_t kMatmulDataRows = 64;
+Prepared prepare_grad_data(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+  if (in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
+  const int64_t n = in[0].shape[0], m = in[0].shape[1], d = in[1].shape[1];
+  return prepared(make_matmul(n, m, d, {d, 1}, false));  // w [M,D] as it is
+}
+
 void grad_data_cpu(const KernelContext& c) {
+  if (const auto* e = static_cast<const FcMatmul*>(c.state)) {
+    fc_matmul(*e, c);
+    return;
+  }
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_data", [&]<class T>() {
     const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[1].dim(1);
     gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // dx = dy w
@@ -273,6 +299,7 @@ MNEMO_REGISTER_OPS(fully_connected) {
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
       return Cost{gemm_flops(in[0].shape[0], in[0].shape[1], in[1].shape[1]), io_bytes(in, out)};
     };
+    d.prepare = prepare_grad_data;
     d.cpu = grad_data_cpu;
     d.sample = OpSample{{}, {TensorType{DType::f32, {3, 5}}, TensorType{DType::f32, {5, 4}}}};
     registry.add(std::move(d));

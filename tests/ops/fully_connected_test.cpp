@@ -56,6 +56,24 @@ TEST(FullyConnected, GradDataMatchesNaive) {  // dx[n,d] = sum_m dy[n,m] w[m,d]
   }
 }
 
+// float32 (oneDNN's matmul primitive for the forward and, from 64 batch rows on, for dy w; sgemm
+// for the rest) against the float64 results, on both sides of the 64-row switch; bitwise the same
+// on a second run.
+TEST(FullyConnected, Float32PassesMatchFloat64OnBothSidesOfTheMatmulSwitch) {
+  for (const Sizes& s : {Sizes{32, 50, 60}, Sizes{63, 40, 70}, Sizes{64, 40, 70}, Sizes{128, 96, 130}}) {
+    Tensor x = rand64({s.n, s.d}, 8), w = rand64({s.m, s.d}, 9), b = rand64({s.m}, 10), dy = rand64({s.n, s.m}, 11);
+    Tensor x32 = cast(x, DType::f32), w32 = cast(w, DType::f32), b32 = cast(b, DType::f32), dy32 = cast(dy, DType::f32);
+    const std::string what = std::to_string(s.n) + "x" + std::to_string(s.d) + "x" + std::to_string(s.m);
+    auto y = run("fully_connected", {&x, &w, &b}), y32 = run("fully_connected", {&x32, &w32, &b32});
+    auto dx = run("fully_connected_grad_data", {&dy, &w}), dx32 = run("fully_connected_grad_data", {&dy32, &w32});
+    auto dx32b = run("fully_connected_grad_data", {&dy32, &w32});
+    const double ey = norm_rel_diff(cast(y32[0], DType::f64), y[0]), ed = norm_rel_diff(cast(dx32[0], DType::f64), dx[0]);
+    EXPECT_TRUE(ey <= 1e-6) << "forward " << what << ": " << ey;  // (NaN fails)
+    EXPECT_TRUE(ed <= 1e-6) << "dy w " << what << ": " << ed;
+    EXPECT_TRUE(bitwise_equal(dx32[0], dx32b[0])) << what;
+  }
+}
+
 TEST(FullyConnected, GradWeightMatchesNaive) {  // dw[m,d] = sum_n dy[n,m] x[n,d]
   for (const Sizes& s : kSizes) {
     Tensor dy = rand64({s.n, s.m}, 8), x = rand64({s.n, s.d}, 9);
