@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "ops/conv2d.h"
 #include "train/config/config.h"
 
 namespace mnemo::test {
@@ -44,6 +45,36 @@ TEST(Config, ShippedConfigsLoadAndBuild) {
     EXPECT_GT(m.builder.graph().size(), 5u) << f.path();
   }
   EXPECT_GE(n, 6);
+}
+
+// model.layout: plain and auto on a GPU build plain ResNets, blocked there is an error naming the
+// key; on the CPU auto blocks where oneDNN has a block dividing the width, plain otherwise.
+TEST(Config, ResNetLayoutFollowsTheDevice) {
+  const std::string base = "model: {type: resnet, style: cifar, depth: 8, width: 16, layout: L}\n"
+                           "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 2}\ntrain: {steps: 1}\n";
+  auto config = [&](const std::string& layout, const std::string& device) {
+    std::string y = base;
+    y.replace(y.find("layout: L"), 9, "layout: " + layout);
+    Config c = parse_config(y, "t.yaml");
+    c.device = device;  // (what a config's device or --device sets before the model is built)
+    return c;
+  };
+  for (const char* device : {"cuda", "cuda:1"}) {
+    for (const char* layout : {"plain", "auto"}) {
+      const Config c = config(layout, device);
+      EXPECT_TRUE(build_model(c, static_data_shape(c), 2).layout.empty()) << layout << " on " << device;
+    }
+    const Config c = config("blocked", device);
+    const std::string e = test::error_of([&] { build_model(c, static_data_shape(c), 2); });
+    EXPECT_NE(e.find("model.layout: blocked"), std::string::npos) << e;
+  }
+  const Config cpu = config("auto", "cpu");
+  EXPECT_EQ(build_model(cpu, static_data_shape(cpu), 2).layout.empty(), ops::conv::onednn_channel_block() == 0);
+  Config narrow = config("auto", "cpu");
+  narrow.resnet.width_base = 4;  // no block divides it: plain
+  EXPECT_TRUE(build_model(narrow, static_data_shape(narrow), 2).layout.empty());
+  EXPECT_NE(error_of(base), "");  // "L" is not a layout: the parser names the key
+  EXPECT_NE(error_of(base).find("layout"), std::string::npos) << error_of(base);
 }
 
 TEST(Config, ReferenceModelsHaveTheirDepths) {
