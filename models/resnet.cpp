@@ -7,13 +7,22 @@ namespace {
 struct Net {
   ModelBuilder& b;
   int layers = 0;
-  int64_t block = 0;  // the activations' channel block from the stem on (0: plain)
+  int64_t block = 0;  // the activations' channel block (0: plain)
 
-  EntryRef conv_bn(EntryRef x, const std::string& name, int64_t out, int64_t k, int64_t stride, bool relu) {
+  // With `enter` (a block), the convolution's output enters the channel-blocked layout (the stem).
+  EntryRef conv_bn(EntryRef x, const std::string& name, int64_t out, int64_t k, int64_t stride, bool relu, int64_t enter = 0) {
     const int64_t pad = k / 2;
-    EntryRef h = b.batch_norm(b.conv2d(x, name + "/conv", out, k, stride, pad, block), name + "/bn", 0.1, 1e-5, block);
+    EntryRef h = b.conv2d(x, name + "/conv", out, k, stride, pad, block);
+    if (enter) h = to_blocked(h, name + "/blocked", enter);
+    h = b.batch_norm(h, name + "/bn", 0.1, 1e-5, block);
     ++layers;
     return relu ? b.relu(h, name + "/relu") : h;
+  }
+
+  // x into the channel-blocked layout of block `enter`, the activations' layout from here on.
+  EntryRef to_blocked(EntryRef x, const std::string& name, int64_t enter) {
+    block = enter;
+    return b.op("to_blocked", {x}, {{"block", enter}}, name);
   }
 
   EntryRef shortcut(EntryRef x, const std::string& name, int64_t out, int64_t stride) {
@@ -103,35 +112,16 @@ BuiltModel build_resnet(const ResNetConfig& c) {
   EntryRef y = b.input("labels", {c.batch}, DType::i32);
   EntryRef h;
   int64_t width = c.width_base;
-  const int64_t kBlock = c.channel_block;
-  const bool blocked = kBlock > 0;
-  if (blocked) {
-    MNEMO_CHECK(kBlock == 8 || kBlock == 16) << "resnet: channel_block must be 0, 8 or 16, got " << kBlock;
-    MNEMO_CHECK(c.dtype == DType::f32) << "model.layout: blocked runs oneDNN's float32 kernels; use layout: plain for "
-                                       << dtype_name(c.dtype);
-    MNEMO_CHECK(resnet_base_width(c) % kBlock == 0)
-        << "model.layout: blocked needs channel counts that are multiples of " << kBlock << "; model.width is "
-        << resnet_base_width(c);
-  }
-  auto to_blocked = [&](EntryRef e, const std::string& name) {
-    return b.op("to_blocked", {e}, {{"block", kBlock}}, name);
-  };
+  const int64_t kBlock = c.channel_block;  // (the config layer checked it: resnet_block)
   if (c.style == "cifar") {
     if (!width) width = 16;
-    if (blocked) {  // blocked from the stem's output on (the image's 3 channels stay plain)
-      h = b.batch_norm(to_blocked(b.conv2d(x, "stem/conv", width, 3, 1, 1), "stem/blocked"), "stem/bn", 0.1, 1e-5, kBlock);
-      h = b.relu(h, "stem/relu");
-      ++net.layers;
-    } else {
-      h = net.conv_bn(x, "stem", width, 3, 1, true);
-    }
+    h = net.conv_bn(x, "stem", width, 3, 1, true, kBlock);  // blocked from the stem's output on
   } else {
     if (!width) width = 64;
     h = net.conv_bn(x, "stem", width, 7, 2, true);
     h = b.op("max_pool2d", {h}, {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}}, "stem/pool");
-    if (blocked) h = to_blocked(h, "stem/blocked");
+    if (kBlock) h = net.to_blocked(h, "stem/blocked", kBlock);
   }
-  net.block = kBlock;  // the stages' activations
   for (size_t s = 0; s < blocks.size(); ++s) {
     const int64_t w = width << s;
     for (int k = 0; k < blocks[s]; ++k) {
@@ -140,13 +130,13 @@ BuiltModel build_resnet(const ResNetConfig& c) {
       h = kind == "basic" ? net.basic(h, name, w, stride) : net.bottleneck(h, name, w, stride);
     }
   }
-  if (blocked) h = b.op("to_plain", {h}, {}, "plain");
+  if (kBlock) h = b.op("to_plain", {h}, {}, "plain");
   h = b.op("global_avg_pool", {h}, {}, "pool");
   m.logits = b.fully_connected(h, "fc", c.classes);
   m.loss = b.op("softmax_cross_entropy", {m.logits, y}, {}, "loss");
   m.all_logits = {m.logits};
   m.layers = net.layers + 1;
-  if (blocked) m.layout = "nChw" + std::to_string(kBlock) + "c";
+  if (kBlock) m.layout = "nChw" + std::to_string(kBlock) + "c";
   return m;
 }
 

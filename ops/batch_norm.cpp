@@ -100,30 +100,24 @@ inline double running_inv_std(double running_var, double eps) {
 
 // ---- params (ops/batch_norm.h) and inference ----
 
-int64_t parse_block(AttrReader& r) {
-  const int64_t b = r.get_int("block", 0);
-  MNEMO_CHECK(b == 0 || b == 8 || b == 16) << "block must be 0 (plain x) or 8 or 16 (channel-blocked [N,C/b,H,W,b]), got "
-                                            << b;
-  return b;
-}
 BatchNormParams parse_bn(AttrReader& r) {
   BatchNormParams p;
   p.eps = r.get_float("eps", 1e-5);
   p.training = r.get_bool("training", true);
-  p.block = parse_block(r);
+  p.block = parse_block_attr(r);
   MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
   return p;
 }
 BatchNormParams parse_bn_grad(AttrReader& r) {
   BatchNormParams p;
-  p.block = parse_block(r);
+  p.block = parse_block_attr(r);
   return p;
 }
 BatchNormParams parse_bn_inference_grad(AttrReader& r) {
   BatchNormParams p;
   p.eps = r.get_float("eps", 1e-5);
   p.training = false;
-  p.block = parse_block(r);
+  p.block = parse_block_attr(r);
   MNEMO_CHECK(p.eps > 0) << "eps must be positive, got " << p.eps;
   return p;
 }
@@ -273,23 +267,43 @@ void with_block(int64_t b, F&& f) {
     f.template operator()<16>();
 }
 
-// Per channel, two sums over the batch: slab (n, cb) adds its lanes' sums into its own partials
-// (f(n, cb, s0[kB], s1[kB]), in the slab's order), then the images are added in order: the result
-// depends only on the shape, not on the threads.
-template <int kB, class F>
-void blocked_sums(const Blocked& B, std::vector<double>& s0, std::vector<double>& s1, F f) {
+// Per channel ch, two sums over the batch of f(ch, x, q) -> (u, v), q the same element of `q` (dy;
+// 0 when null). Each slab (n, cb) sums its pixels in double into its own partials, in two
+// interleaved chains (even and odd pixels, added at the end); then the images are added in order:
+// the result depends only on the shape, not on the threads.
+template <class T, int kB, class F>
+std::pair<std::vector<double>, std::vector<double>> blocked_sums(const Blocked& B, const T* x, const T* q, F f) {
   const int64_t slabs = B.n * B.cb;
   std::vector<double> part(static_cast<size_t>(2 * slabs * kB), 0.0);
-  parallel_for(slabs, [&](int64_t k) { f(k / B.cb, k % B.cb, &part[2 * k * kB], &part[(2 * k + 1) * kB]); });
-  s0.assign(static_cast<size_t>(B.cb * kB), 0.0);
-  s1.assign(static_cast<size_t>(B.cb * kB), 0.0);
-  for (int64_t n = 0; n < B.n; ++n)
-    for (int64_t cb = 0; cb < B.cb; ++cb)
+  parallel_for(slabs, [&](int64_t k) {
+    const int64_t o = B.base(k / B.cb, k % B.cb) * kB, ch0 = (k % B.cb) * kB;
+    const T* __restrict p = x + o;
+    const T* __restrict g = q ? q + o : nullptr;
+    auto at = [&](int64_t i, int j) {
+      return f(ch0 + j, static_cast<double>(p[i * kB + j]), g ? static_cast<double>(g[i * kB + j]) : 0.0);
+    };
+    double a0[kB] = {}, a1[kB] = {}, b0[kB] = {}, b1[kB] = {};
+    int64_t i = 0;
+    for (; i + 1 < B.l; i += 2)
       for (int j = 0; j < kB; ++j) {
-        const int64_t k = n * B.cb + cb;
-        s0[cb * kB + j] += part[2 * k * kB + j];
-        s1[cb * kB + j] += part[(2 * k + 1) * kB + j];
+        const auto [u0, v0] = at(i, j);
+        const auto [u1, v1] = at(i + 1, j);
+        a0[j] += u0, b0[j] += v0, a1[j] += u1, b1[j] += v1;
       }
+    for (; i < B.l; ++i)
+      for (int j = 0; j < kB; ++j) {
+        const auto [u0, v0] = at(i, j);
+        a0[j] += u0, b0[j] += v0;
+      }
+    for (int j = 0; j < kB; ++j) part[2 * k * kB + j] = a0[j] + a1[j], part[(2 * k + 1) * kB + j] = b0[j] + b1[j];
+  });
+  std::vector<double> s0(static_cast<size_t>(B.cb * kB), 0.0), s1(s0.size(), 0.0);
+  for (int64_t k = 0; k < slabs; ++k)  // k = n*CB + cb: the images in order
+    for (int j = 0; j < kB; ++j) {
+      s0[(k % B.cb) * kB + j] += part[2 * k * kB + j];
+      s1[(k % B.cb) * kB + j] += part[(2 * k + 1) * kB + j];
+    }
+  return {std::move(s0), std::move(s1)};
 }
 
 // out = (x - sub[ch]) * k1[ch] + k2[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
@@ -315,26 +329,6 @@ void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std
   });
 }
 
-// Per lane of one slab ([l, kB] at p, q): s0[j] = sum of f0, s1[j] = sum of f1 over the l pixels,
-// in double, in two interleaved chains (even and odd pixels, added at the end: a fixed order).
-template <class T, int kB, class F>
-inline void lane_sums(const T* __restrict p, const T* __restrict q, int64_t l, double* s0, double* s1, F f) {
-  double a0[kB] = {}, a1[kB] = {}, b0[kB] = {}, b1[kB] = {};
-  int64_t i = 0;
-  for (; i + 1 < l; i += 2)
-    for (int j = 0; j < kB; ++j) {
-      const auto [u0, v0] = f(j, static_cast<double>(p[i * kB + j]), q ? static_cast<double>(q[i * kB + j]) : 0.0);
-      const auto [u1, v1] = f(j, static_cast<double>(p[(i + 1) * kB + j]), q ? static_cast<double>(q[(i + 1) * kB + j]) : 0.0);
-      a0[j] += u0, b0[j] += v0, a1[j] += u1, b1[j] += v1;
-    }
-  for (; i < l; ++i)
-    for (int j = 0; j < kB; ++j) {
-      const auto [u0, v0] = f(j, static_cast<double>(p[i * kB + j]), q ? static_cast<double>(q[i * kB + j]) : 0.0);
-      a0[j] += u0, b0[j] += v0;
-    }
-  for (int j = 0; j < kB; ++j) s0[j] = a0[j] + a1[j], s1[j] = b0[j] + b1[j];
-}
-
 template <class T, int kB>
 void bn_train_forward_blocked(const KernelContext& c, double eps) {
   const Blocked B = blocked_of(c.in[0].shape());
@@ -343,20 +337,13 @@ void bn_train_forward_blocked(const KernelContext& c, double eps) {
   const T* beta = c.in[2].as<T>();
   const int64_t C = B.cb * kB;
   const double count = static_cast<double>(B.n * B.l);
-  std::vector<double> sum, unused, ss;
-  blocked_sums<kB>(B, sum, unused, [&](int64_t n, int64_t cb, double* s0, double* s1) {
-    lane_sums<T, kB>(x + B.base(n, cb) * kB, nullptr, B.l, s0, s1, [](int, double v, double) { return std::pair{v, 0.0}; });
-  });
+  const std::vector<double> sum = blocked_sums<T, kB>(B, x, nullptr, [](int64_t, double v, double) { return std::pair{v, 0.0}; }).first;
   std::vector<double> m(static_cast<size_t>(C));
   for (int64_t ch = 0; ch < C; ++ch) m[ch] = count > 0 ? sum[ch] / count : 0.0;
-  blocked_sums<kB>(B, ss, unused, [&](int64_t n, int64_t cb, double* s0, double* s1) {
-    double mc[kB];
-    for (int j = 0; j < kB; ++j) mc[j] = m[cb * kB + j];
-    lane_sums<T, kB>(x + B.base(n, cb) * kB, nullptr, B.l, s0, s1, [&mc](int j, double v, double) {
-      const double d = v - mc[j];
-      return std::pair{d * d, 0.0};
-    });
-  });
+  const std::vector<double> ss = blocked_sums<T, kB>(B, x, nullptr, [&m](int64_t ch, double v, double) {
+    const double d = v - m[ch];
+    return std::pair{d * d, 0.0};
+  }).first;
   std::vector<T> mt(C), scale(C), b(C), none;
   for (int64_t ch = 0; ch < C; ++ch) {
     const double is = 1.0 / std::sqrt((count > 0 ? ss[ch] / count : 0.0) + eps);
@@ -391,12 +378,8 @@ void bn_backward_blocked(const KernelContext& c, const T* mean, Coeffs coeffs) {
   const T* x = c.in[0].as<T>();
   const T* dy = c.in[4].as<T>();
   const int64_t C = B.cb * kB;
-  std::vector<double> sdy, sdyx;
-  blocked_sums<kB>(B, sdy, sdyx, [&](int64_t n, int64_t cb, double* s0, double* s1) {
-    const int64_t o = B.base(n, cb) * kB;
-    double m[kB];
-    for (int j = 0; j < kB; ++j) m[j] = static_cast<double>(mean[cb * kB + j]);
-    lane_sums<T, kB>(x + o, dy + o, B.l, s0, s1, [&m](int j, double xv, double g) { return std::pair{g, g * (xv - m[j])}; });
+  const auto [sdy, sdyx] = blocked_sums<T, kB>(B, x, dy, [mean](int64_t ch, double xv, double g) {
+    return std::pair{g, g * (xv - static_cast<double>(mean[ch]))};
   });
   std::vector<T> mt(C), k1(C), k2(C), k3(C);
   for (int64_t ch = 0; ch < C; ++ch) {

@@ -91,6 +91,29 @@ inline void require_same(const TensorType& a, const TensorType& b, const char* w
   MNEMO_CHECK(a == b) << what << " must have the same type, got " << a.str() << " and " << b.str();
 }
 
+// Channel-blocked activations (ops/layout.cpp): [N,C,d...] stored as [N,C/b,d...,b], channel
+// c = cb*b + j at [n, cb, ..., j]; b is oneDNN's nChw8c / nChw16c block.
+inline bool is_channel_block(int64_t b) { return b == 8 || b == 16; }
+// The `block` attribute of the ops that take such tensors: 0 (plain; not when `required`) or a block.
+inline int64_t parse_block_attr(AttrReader& r, bool required = false) {
+  const int64_t b = required ? r.require_int("block") : r.get_int("block", 0);
+  MNEMO_CHECK((!required && b == 0) || is_channel_block(b))
+      << "block must be " << (required ? "" : "0 (plain [N,C,H,W]) or ")
+      << "8 or 16 (channel-blocked [N,C/b,H,W,b], oneDNN's nChw8c / nChw16c), got " << b;
+  return b;
+}
+// The blocked shape of a plain one (C a multiple of b), and the plain shape of a blocked one.
+inline Shape blocked_shape(Shape plain, int64_t b) {
+  plain[1] /= b;
+  plain.push_back(b);
+  return plain;
+}
+inline Shape plain_shape(const Shape& blocked) {
+  Shape s(blocked.begin(), blocked.end() - 1);
+  s[1] *= blocked.back();
+  return s;
+}
+
 // Bytes of all inputs and outputs.
 inline double io_bytes(std::span<const TensorType> in, std::span<const TensorType> out) {
   double b = 0;

@@ -38,9 +38,7 @@ Params parse_common(AttrReader& r) {
   MNEMO_CHECK(algo == "auto" || algo == "im2col" || algo == "winograd")
       << "algo must be \"auto\", \"im2col\" or \"winograd\", got \"" << algo << "\"";
   p.algo = algo == "im2col" ? Algo::im2col : algo == "winograd" ? Algo::winograd : Algo::automatic;
-  p.block = r.get_int("block", 0);
-  MNEMO_CHECK(p.block == 0 || p.block == 8 || p.block == 16)
-      << "block must be 0 (plain [N,C,H,W]) or 8 or 16 (channel-blocked [N,C/b,H,W,b]), got " << p.block;
+  p.block = parse_block_attr(r);
   MNEMO_CHECK(!p.block || (p.groups == 1 && p.algo != Algo::im2col))
       << "block " << p.block << " (channel-blocked activations) runs oneDNN's kernels: it needs groups 1 and algo "
       << "auto or winograd, got groups " << p.groups << ", algo \"" << algo << "\"";
@@ -74,8 +72,7 @@ std::array<int64_t, 4> act_dims(const Params& p, const TensorType& t, const char
 }
 
 TensorType act_type(const Params& p, DType dt, int64_t N, int64_t C, int64_t H, int64_t W) {
-  if (!p.block) return TensorType{dt, {N, C, H, W}};
-  return TensorType{dt, {N, C / p.block, H, W, p.block}};
+  return TensorType{dt, p.block ? blocked_shape({N, C, H, W}, p.block) : Shape{N, C, H, W}};
 }
 
 Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
@@ -112,6 +109,8 @@ constexpr int64_t kAlign = kOnednnAlign;
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 dnnl::engine& engine() { return onednn_engine(); }
+// mnemo's activations to oneDNN: plain nchw, or with a block already oneDNN's nChw8c / nChw16c.
+Tag act_tag(int64_t block) { return block == 8 ? Tag::nChw8c : block == 16 ? Tag::nChw16c : Tag::nchw; }
 }  // namespace
 
 // A primitive's operand: mnemo's plain layout (user) and the primitive's layout (inner); when
@@ -156,9 +155,7 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
       {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, engine());
 
   auto e = std::make_shared<OnednnConv>();
-  // mnemo's activations: plain nchw, or (block) already in oneDNN's nChw8c / nChw16c.
-  const Tag act = block == 8 ? Tag::nChw8c : block == 16 ? Tag::nChw16c : Tag::nchw;
-  const memory::desc xu(xd, f32, act), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, act);
+  const memory::desc xu(xd, f32, act_tag(block)), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, act_tag(block));
   if (pass == Pass::forward) {
     dnnl::convolution_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, attr, engine());
@@ -238,8 +235,8 @@ int64_t onednn_channel_block() {
           {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, memory::desc(xd, f32, Tag::any),
            memory::desc(wd, f32, Tag::any), memory::desc(), memory::desc(xd, f32, Tag::any), st, dil, pad, pad},
           engine());
-      if (pd.src_desc() == memory::desc(xd, f32, Tag::nChw16c)) return int64_t{16};
-      if (pd.src_desc() == memory::desc(xd, f32, Tag::nChw8c)) return int64_t{8};
+      for (const int64_t b : {16, 8})
+        if (pd.src_desc() == memory::desc(xd, f32, act_tag(b))) return b;
     } catch (const dnnl::error&) {
     }
     return int64_t{0};

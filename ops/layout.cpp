@@ -15,12 +15,7 @@ struct BlockParams {
   int64_t block = 8;
 };
 
-BlockParams parse_block(AttrReader& r) {
-  BlockParams p{r.require_int("block")};
-  MNEMO_CHECK(p.block == 8 || p.block == 16) << "to_blocked: block must be 8 or 16 (oneDNN's nChw8c / nChw16c), got "
-                                              << p.block;
-  return p;
-}
+BlockParams parse_block(AttrReader& r) { return {parse_block_attr(r, true)}; }
 
 std::vector<TensorType> infer_to_blocked(const void* params, std::span<const TensorType> in) {
   const int64_t b = static_cast<const BlockParams*>(params)->block;
@@ -29,20 +24,15 @@ std::vector<TensorType> infer_to_blocked(const void* params, std::span<const Ten
   MNEMO_CHECK(x.shape.size() >= 3) << "to_blocked: x must be [N,C,H,W] (rank >= 3), got " << x.str();
   MNEMO_CHECK(x.shape[1] % b == 0) << "to_blocked: x " << x.str() << " has C=" << x.shape[1]
                                    << " channels, not a multiple of the block " << b;
-  Shape s = x.shape;
-  s[1] /= b;
-  s.push_back(b);
-  return {TensorType{x.dtype, s}};
+  return {TensorType{x.dtype, blocked_shape(x.shape, b)}};
 }
 
 std::vector<TensorType> infer_to_plain(const void*, std::span<const TensorType> in) {
   const TensorType& y = in[0];
   require_float(y, "x");
-  MNEMO_CHECK(y.shape.size() >= 4 && (y.shape.back() == 8 || y.shape.back() == 16))
+  MNEMO_CHECK(y.shape.size() >= 4 && is_channel_block(y.shape.back()))
       << "to_plain: x must be channel-blocked [N,C/b,H,W,b] with b 8 or 16, got " << y.str();
-  Shape s(y.shape.begin(), y.shape.end() - 1);
-  s[1] *= y.shape.back();
-  return {TensorType{y.dtype, s}};
+  return {TensorType{y.dtype, plain_shape(y.shape)}};
 }
 
 // plain [N, C, L] <-> blocked [N, C/b, L, b]; one task per (n, cb) slab of L*b elements.

@@ -34,6 +34,8 @@ expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
 expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"
 expect plan-json 0 '"format": "mnemo-plan-1"' -- "$mnemo" plan "$cfg" --memory share --json
 expect plan-search 0 '"kept_cuts"' -- "$mnemo" plan "$cfg" --memory sublinear --json
+# The activations' layout in the plan: plain where the config pins it (model.layout, docs/CONFIG.md).
+expect plan-layout 0 '"layout": "plain"' -- "$mnemo" plan "$src/configs/table2/resnet18.yaml" --memory share --json --placement-seconds 0
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal

@@ -73,6 +73,12 @@ TEST(Config, ResNetLayoutFollowsTheDevice) {
   Config narrow = config("auto", "cpu");
   narrow.resnet.width_base = 4;  // no block divides it: plain
   EXPECT_TRUE(build_model(narrow, static_data_shape(narrow), 2).layout.empty());
+  if (ops::conv::onednn_channel_block() > 0) {  // asked for: an error naming the key and the width
+    narrow.resnet.layout = "blocked";
+    const std::string e = test::error_of([&] { build_model(narrow, static_data_shape(narrow), 2); });
+    EXPECT_NE(e.find("model.layout: blocked"), std::string::npos) << e;
+    EXPECT_NE(e.find("model.width is 4"), std::string::npos) << e;
+  }
   EXPECT_NE(error_of(base), "");  // "L" is not a layout: the parser names the key
   EXPECT_NE(error_of(base).find("layout"), std::string::npos) << error_of(base);
 }

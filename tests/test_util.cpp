@@ -1,6 +1,8 @@
 // Test helpers (see test_util.h).
 #include "test_util.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -109,6 +111,17 @@ double norm_rel_diff(const Tensor& got, const Tensor& want, double floor) {
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.type() == b.type() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+void expect_bitwise_for_any_thread_count(const std::function<std::vector<Tensor>()>& outputs) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<Tensor> one = outputs();
+  omp_set_num_threads(std::max(threads, 3));
+  const std::vector<Tensor> many = outputs();
+  omp_set_num_threads(threads);
+  ASSERT_EQ(one.size(), many.size());
+  for (size_t j = 0; j < one.size(); ++j) EXPECT_TRUE(bitwise_equal(one[j], many[j])) << "output " << j;
 }
 
 }  // namespace mnemo::test

@@ -46,6 +46,9 @@ double max_rel_diff(const Tensor& a, const Tensor& b);
 // magnitude (tiny entries of a gradient do not dominate), any float dtypes.
 double norm_rel_diff(const Tensor& got, const Tensor& want, double floor = 1e-6);
 bool bitwise_equal(const Tensor& a, const Tensor& b);
+// Runs `outputs` with one OpenMP thread and with max(threads, 3): every output must be bitwise the
+// same (kernels whose sums have a fixed order).
+void expect_bitwise_for_any_thread_count(const std::function<std::vector<Tensor>()>& outputs);
 
 }  // namespace mnemo::test
 

@@ -108,7 +108,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   const std::vector<std::string> list = modes == "all" ? mnemo::all_memory_modes() : std::vector<std::string>{modes};
   for (const std::string& m : list) mnemo::parse_memory_mode(m);  // a bad mode fails before any output
   nlohmann::json out = {{"format", "mnemo-plan-1"}, {"config", path}, {"device", device ? device->name() : "cpu"},
-                        {"model", c.model_type}, {"layout", p.model.layout.empty() ? "plain" : p.model.layout},
+                        {"model", c.model_type}, {"layout", p.model.layout_name()},
                         {"layers", p.model.layers},
                         {"batch", c.data.batch}, {"ranks", ranks}, {"forward_nodes", p.model.builder.graph().size()},
                         {"modes", nlohmann::json::array()}};
@@ -117,9 +117,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   out["forward_flops"] = stats.forward_flops;
   out["forward_matmul_flops"] = stats.matmul_flops;
   if (!json) {
-    const std::string layout = p.model.layout.empty() ? "" : " (activations " + p.model.layout + ")";
     std::printf("%s: %s%s, %d layers, %lld parameters, %.3g GFLOP per forward pass, batch %lld, %zu forward nodes, planned for %s\n",
-                path.c_str(), c.model_type.c_str(), layout.c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
+                path.c_str(), c.model_type.c_str(), p.model.layout_note().c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
                 static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
     if (reduces)
       std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets "

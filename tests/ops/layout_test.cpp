@@ -3,8 +3,6 @@
 // ops (oneDNN runs the same kernel, only the reorders around it go); batch_norm and its backward
 // ops with `block` match the plain ones within rounding (float64: 1e-12), are bitwise the same
 // for any thread count, and their gradient matches central differences; clear errors.
-#include <omp.h>
-
 #include "autograd/gradient.h"
 #include "test_util.h"
 
@@ -104,6 +102,11 @@ TEST(Layout, BlockedConvolutionErrors) {
   Tensor w12 = cast(rand64({12, 16, 3, 3}, 10), DType::f32);
   EXPECT_NE(error_of([&] { run("conv2d", {&xb, &w12}, {{"block", int64_t{8}}}); }).find("must be a multiple of it"),
             std::string::npos);
+  Tensor dyb = blocked(cast(rand64({2, 16, 5, 5}, 11), DType::f32), 8), w_c12 = cast(rand64({16, 12, 3, 3}, 12), DType::f32);
+  EXPECT_NE(error_of([&] {
+              run("conv2d_grad_data", {&dyb, &w_c12}, {{"block", int64_t{8}}, {"padding", int64_t{1}}, {"input_hw", std::vector<int64_t>{5, 5}}});
+            }).find("the input channels C=12 must be a multiple of it"),
+            std::string::npos);
 }
 
 Tensor positive(Shape s, uint64_t seed) {
@@ -170,13 +173,7 @@ TEST(Layout, BlockedBatchNormIsBitwiseTheSameForAnyThreadCount) {
     for (Tensor& t : g) f.push_back(std::move(t));
     return f;
   };
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  auto one = both();
-  omp_set_num_threads(std::max(threads, 3));
-  auto many = both();
-  omp_set_num_threads(threads);
-  for (size_t j = 0; j < one.size(); ++j) EXPECT_TRUE(bitwise_equal(one[j], many[j])) << "output " << j;
+  expect_bitwise_for_any_thread_count(both);
 }
 
 // x -> to_blocked -> batch_norm (training, block 8) -> to_plain, J = <y, r>: dx, dgamma, dbeta

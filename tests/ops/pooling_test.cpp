@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <omp.h>
 
 #include "test_util.h"
 
@@ -162,13 +161,7 @@ TEST(Pooling, BitwiseIdenticalForAnyThreadCount) {
     y.push_back(std::move(dxa[0]));
     return y;
   };
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  auto one = all();
-  omp_set_num_threads(std::max(threads, 3));
-  auto many = all();
-  omp_set_num_threads(threads);
-  for (size_t j = 0; j < one.size(); ++j) EXPECT_TRUE(bitwise_equal(one[j], many[j])) << "output " << j;
+  expect_bitwise_for_any_thread_count(all);
 }
 
 TEST(AvgPool2d, ForwardAndBackwardMatchNaive) {

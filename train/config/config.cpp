@@ -478,18 +478,19 @@ DataShape static_data_shape(const Config& c) {
 }
 
 int64_t resnet_block(const ResNetConfig& r, const std::string& device) {
+  if (r.layout == "plain") return 0;
   const bool gpu = device.rfind("cuda", 0) == 0;
   const int64_t block = ops::conv::onednn_channel_block();  // oneDNN's own layout on this CPU
-  if (r.layout == "plain") return 0;
-  if (r.layout == "blocked") {
-    MNEMO_CHECK(!gpu) << "model.layout: blocked is oneDNN's layout (the CPU); device " << device
-                      << " runs plain activations: use layout: plain or auto";
-    MNEMO_CHECK(block > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
-                           << "use layout: plain or auto";
-    return block;
-  }
-  // auto: blocked where it runs and divides the widths
-  return !gpu && r.dtype == DType::f32 && block > 0 && resnet_base_width(r) % block == 0 ? block : 0;
+  const bool fits = r.dtype == DType::f32 && block > 0 && resnet_base_width(r) % block == 0;
+  if (r.layout == "auto") return !gpu && fits ? block : 0;  // blocked where it runs
+  MNEMO_CHECK(!gpu) << "model.layout: blocked is oneDNN's layout (the CPU); device " << device
+                    << " runs plain activations: use layout: plain or auto";
+  MNEMO_CHECK(block > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
+                         << "use layout: plain or auto";
+  MNEMO_CHECK(fits) << "model.layout: blocked runs oneDNN's float32 kernels on channel counts that are multiples of "
+                    << block << "; model.width is " << resnet_base_width(r) << " (" << dtype_name(r.dtype)
+                    << "): use layout: plain or auto";
+  return block;
 }
 
 BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool training) {

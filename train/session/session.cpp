@@ -328,9 +328,8 @@ void Trainer::print_profile(int64_t steps) const {
 int Trainer::run() {
   const PlannedStep& ps = step_->result().planned;
   const std::string where = device_->name();
-  const std::string layout = p_.model.layout.empty() ? "" : " (activations " + p_.model.layout + ")";
   std::printf("mnemo train %s: %s%s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
-              opt_.config.c_str(), c_.model_type.c_str(), layout.c_str(), p_.model.layers, step_->training().graph.size(),
+              opt_.config.c_str(), c_.model_type.c_str(), p_.model.layout_note().c_str(), p_.model.layers, step_->training().graph.size(),
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
@@ -657,7 +656,7 @@ int run_bench(const BenchOptions& opt) {
     j["batch"] = c.data.batch;
     j["threads"] = omp_get_max_threads();
     j["device"] = gpu ? device->name() : "cpu";
-    j["layout"] = p.model.layout.empty() ? "plain" : p.model.layout;
+    j["layout"] = p.model.layout_name();
     j["captured_graphs"] = step.executor().captures();
     if (gpu) {
       j["device_allocated_bytes"] = device->allocated_bytes();
@@ -671,10 +670,9 @@ int run_bench(const BenchOptions& opt) {
     j["steps"] = opt.steps;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    const std::string layout = p.model.layout.empty() ? "" : " (activations " + p.model.layout + ")";
     std::printf("%s: %s%s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
                 "feature maps %s, total %s\n",
-                opt.config.c_str(), c.model_type.c_str(), layout.c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
+                opt.config.c_str(), c.model_type.c_str(), p.model.layout_note().c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
                 median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
     if (gpu) print_device_memory(*device, r, step.params().bytes(), device_peak);
