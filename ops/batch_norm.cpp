@@ -267,35 +267,45 @@ void with_block(int64_t b, F&& f) {
     f.template operator()<16>();
 }
 
-// Per channel ch, two sums over the batch of f(ch, x, q) -> (u, v), q the same element of `q` (dy;
-// 0 when null). Each slab (n, cb) sums its pixels in double into its own partials, in two
-// interleaved chains (even and odd pixels, added at the end); then the images are added in order:
-// the result depends only on the shape, not on the threads.
+// One slab ([l, kB] at p and q): per lane j, s0[j] and s1[j] = the sums of f(p - c[j], q) -> (u, v)
+// (q 0 when null) over the l pixels, in double, in two interleaved chains (even and odd pixels,
+// added at the end: a fixed order).
 template <class T, int kB, class F>
-std::pair<std::vector<double>, std::vector<double>> blocked_sums(const Blocked& B, const T* x, const T* q, F f) {
+inline void lane_sums(const T* __restrict p, const T* __restrict q, const double* __restrict c, int64_t l, double* s0,
+                      double* s1, F f) {
+  double a0[kB] = {}, a1[kB] = {}, b0[kB] = {}, b1[kB] = {};
+  auto at = [&](int64_t i, int j) {
+    return f(static_cast<double>(p[i * kB + j]) - c[j], q ? static_cast<double>(q[i * kB + j]) : 0.0);
+  };
+  int64_t i = 0;
+  for (; i + 1 < l; i += 2)
+    for (int j = 0; j < kB; ++j) {
+      const auto [u0, v0] = at(i, j);
+      const auto [u1, v1] = at(i + 1, j);
+      a0[j] += u0, b0[j] += v0, a1[j] += u1, b1[j] += v1;
+    }
+  for (; i < l; ++i)
+    for (int j = 0; j < kB; ++j) {
+      const auto [u0, v0] = at(i, j);
+      a0[j] += u0, b0[j] += v0;
+    }
+  for (int j = 0; j < kB; ++j) s0[j] = a0[j] + a1[j], s1[j] = b0[j] + b1[j];
+}
+
+// Per channel ch, the two sums of f(x - centre[ch], q) over the batch (centre 0 when empty; q: dy,
+// or null): each slab (n, cb) sums its pixels into its own partials (lane_sums), then the images
+// are added in order: the result depends only on the shape, not on the threads.
+template <class T, int kB, class F>
+std::pair<std::vector<double>, std::vector<double>> blocked_sums(const Blocked& B, const T* x, const T* q,
+                                                                 const std::vector<double>& centre, F f) {
   const int64_t slabs = B.n * B.cb;
   std::vector<double> part(static_cast<size_t>(2 * slabs * kB), 0.0);
   parallel_for(slabs, [&](int64_t k) {
-    const int64_t o = B.base(k / B.cb, k % B.cb) * kB, ch0 = (k % B.cb) * kB;
-    const T* __restrict p = x + o;
-    const T* __restrict g = q ? q + o : nullptr;
-    auto at = [&](int64_t i, int j) {
-      return f(ch0 + j, static_cast<double>(p[i * kB + j]), g ? static_cast<double>(g[i * kB + j]) : 0.0);
-    };
-    double a0[kB] = {}, a1[kB] = {}, b0[kB] = {}, b1[kB] = {};
-    int64_t i = 0;
-    for (; i + 1 < B.l; i += 2)
-      for (int j = 0; j < kB; ++j) {
-        const auto [u0, v0] = at(i, j);
-        const auto [u1, v1] = at(i + 1, j);
-        a0[j] += u0, b0[j] += v0, a1[j] += u1, b1[j] += v1;
-      }
-    for (; i < B.l; ++i)
-      for (int j = 0; j < kB; ++j) {
-        const auto [u0, v0] = at(i, j);
-        a0[j] += u0, b0[j] += v0;
-      }
-    for (int j = 0; j < kB; ++j) part[2 * k * kB + j] = a0[j] + a1[j], part[(2 * k + 1) * kB + j] = b0[j] + b1[j];
+    const int64_t o = B.base(k / B.cb, k % B.cb) * kB;
+    double c[kB] = {};  // the slab's channels' centres
+    if (!centre.empty())
+      for (int j = 0; j < kB; ++j) c[j] = centre[(k % B.cb) * kB + j];
+    lane_sums<T, kB>(x + o, q ? q + o : nullptr, c, B.l, &part[2 * k * kB], &part[(2 * k + 1) * kB], f);
   });
   std::vector<double> s0(static_cast<size_t>(B.cb * kB), 0.0), s1(s0.size(), 0.0);
   for (int64_t k = 0; k < slabs; ++k)  // k = n*CB + cb: the images in order
@@ -337,13 +347,10 @@ void bn_train_forward_blocked(const KernelContext& c, double eps) {
   const T* beta = c.in[2].as<T>();
   const int64_t C = B.cb * kB;
   const double count = static_cast<double>(B.n * B.l);
-  const std::vector<double> sum = blocked_sums<T, kB>(B, x, nullptr, [](int64_t, double v, double) { return std::pair{v, 0.0}; }).first;
+  const std::vector<double> sum = blocked_sums<T, kB>(B, x, nullptr, {}, [](double v, double) { return std::pair{v, 0.0}; }).first;
   std::vector<double> m(static_cast<size_t>(C));
   for (int64_t ch = 0; ch < C; ++ch) m[ch] = count > 0 ? sum[ch] / count : 0.0;
-  const std::vector<double> ss = blocked_sums<T, kB>(B, x, nullptr, [&m](int64_t ch, double v, double) {
-    const double d = v - m[ch];
-    return std::pair{d * d, 0.0};
-  }).first;
+  const std::vector<double> ss = blocked_sums<T, kB>(B, x, nullptr, m, [](double d, double) { return std::pair{d * d, 0.0}; }).first;
   std::vector<T> mt(C), scale(C), b(C), none;
   for (int64_t ch = 0; ch < C; ++ch) {
     const double is = 1.0 / std::sqrt((count > 0 ? ss[ch] / count : 0.0) + eps);
@@ -378,9 +385,8 @@ void bn_backward_blocked(const KernelContext& c, const T* mean, Coeffs coeffs) {
   const T* x = c.in[0].as<T>();
   const T* dy = c.in[4].as<T>();
   const int64_t C = B.cb * kB;
-  const auto [sdy, sdyx] = blocked_sums<T, kB>(B, x, dy, [mean](int64_t ch, double xv, double g) {
-    return std::pair{g, g * (xv - static_cast<double>(mean[ch]))};
-  });
+  const std::vector<double> centre(mean, mean + C);  // (as double)
+  const auto [sdy, sdyx] = blocked_sums<T, kB>(B, x, dy, centre, [](double d, double g) { return std::pair{g, g * d}; });
   std::vector<T> mt(C), k1(C), k2(C), k3(C);
   for (int64_t ch = 0; ch < C; ++ch) {
     const auto [dg, k1d, k2d, k3d] = coeffs(ch, sdy[ch], sdyx[ch]);
