@@ -18,6 +18,9 @@ class DeviceGather {
   virtual void start(void* buf, int64_t bytes, void* stream) = 0;
   // Makes the work queued on `stream` from now on wait for the gather of `buf`.
   virtual void wait(void* buf, void* stream) = 0;
+  // Ends every gather still running (on a timeout: a rank died or hangs); the communicator
+  // cannot be used afterwards.
+  virtual void abort() = 0;
 };
 
 class Communicator {

@@ -47,6 +47,15 @@ class Device {
   virtual void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) = 0;
   virtual void synchronize() = 0;
 
+  // Bounds every host wait on this device's work (synchronize, copies to the host, input slots)
+  // to `seconds`: a data-parallel GPU run whose step waits in NCCL for a rank that died or hangs
+  // would otherwise wait forever (docs/PARALLEL.md). When a wait runs over, `on_timeout` is
+  // called with the message (it aborts the communicator, which ends the waiting kernels) and the
+  // wait throws mnemo::Error with it: it names `who`, what was waited for and the limit. A device whose work still does
+  // not drain after that frees nothing more (the process is ending). Default: waits are unbounded;
+  // devices whose waits cannot hang (the CPU: its collectives time out themselves) ignore it.
+  virtual void limit_waits(double seconds, const std::string& who, std::function<void(const std::string&)> on_timeout) {}
+
   // Input staging for the training loop: `reserve_inputs` allocates `slots` device buffers for
   // tensors of `types` once, before the loop; `stage_inputs` copies the host tensors into the next
   // slot on a copy stream that runs beside compute (the compute stream waits for that copy only)

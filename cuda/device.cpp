@@ -2,9 +2,11 @@
 #include "cuda/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "core/graph.h"
 #include "core/memory_plan.h"
@@ -120,7 +122,7 @@ class CudaDevice final : public Device {
   }
 
   void release(void* p) noexcept override {
-    if (!p) return;
+    if (!p || stuck_) return;  // (stuck: work that never ends may still use it; the process is ending)
     cudaStreamSynchronize(ctx_.stream);
     for (size_t i = 0; i < sizes_.size(); ++i)
       if (sizes_[i].first == p) {
@@ -137,10 +139,18 @@ class CudaDevice final : public Device {
                              : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
                                                                 : cudaMemcpyDeviceToDevice;
     MNEMO_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), k, ctx_.stream));
-    if (kind != CopyKind::device_to_device) MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    if (kind != CopyKind::device_to_device) wait_stream(ctx_.stream, "a copy to the host");
   }
 
-  void synchronize() override { MNEMO_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  void synchronize() override { wait_stream(ctx_.stream, "the step's work"); }
+
+  void limit_waits(double seconds, const std::string& who, std::function<void(const std::string&)> on_timeout) override {
+    MNEMO_CHECK(seconds > 0) << "a wait limit must be positive, got " << seconds;
+    if (!wait_event_) MNEMO_CUDA_CHECK(cudaEventCreateWithFlags(&wait_event_, cudaEventDisableTiming));
+    limit_s_ = seconds;
+    who_ = who;
+    on_timeout_ = std::move(on_timeout);
+  }
 
   void reserve_inputs(std::span<const TensorType> types, int slots) override {
     MNEMO_CHECK(slots >= 1) << "reserve_inputs: slots must be >= 1";
@@ -165,8 +175,8 @@ class CudaDevice final : public Device {
     Slot& s = slots_[next_];
     next_ = (next_ + 1) % slots_.size();
     // The slot's previous step must be done reading it (and its last upload done reading pinned).
-    MNEMO_CUDA_CHECK(cudaEventSynchronize(s.done));
-    MNEMO_CUDA_CHECK(cudaEventSynchronize(s.copied));
+    wait_event(s.done, "the step that read an input slot");
+    wait_event(s.copied, "an input upload");
     std::vector<TensorView> out = pack_inputs(host, types_, s.pinned, s.device);
     MNEMO_CUDA_CHECK(cudaMemcpyAsync(s.device, s.pinned, static_cast<size_t>(slot_bytes_), cudaMemcpyHostToDevice, copy_stream_));
     MNEMO_CUDA_CHECK(cudaEventRecord(s.copied, copy_stream_));
@@ -210,6 +220,56 @@ class CudaDevice final : public Device {
   }
 
  private:
+  // Host waits: unbounded (the driver's own wait) unless limit_waits set a limit; then the event
+  // is polled until the deadline (yielding first, then sleeping 50 us: a few microseconds of
+  // latency on a step of milliseconds).
+  void wait_event(cudaEvent_t e, const char* what) {
+    MNEMO_CHECK(!stuck_) << who_ << ": " << name() << " still runs work that timed out earlier";
+    if (limit_s_ <= 0) {
+      MNEMO_CUDA_CHECK(cudaEventSynchronize(e));
+      return;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    for (int polls = 0;; ++polls) {
+      const cudaError_t r = cudaEventQuery(e);
+      if (r == cudaSuccess) return;
+      if (r != cudaErrorNotReady) MNEMO_CUDA_CHECK(r);
+      if (clock::now() - t0 > std::chrono::duration<double>(limit_s_)) break;
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    // Over the limit: abort what waits (NCCL ends its kernels), then give the device a moment to
+    // drain; if it does not, nothing more is freed or waited for on it.
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", limit_s_);
+    const std::string msg = who_ + ": " + what + " on " + name() + " did not complete within " + limit +
+                            " s (parallel.timeout_s): the step's gradient gathers wait for every rank, so another rank "
+                            "died, hangs or runs a different step";
+    if (on_timeout_) on_timeout_(msg);
+    const auto t1 = clock::now();
+    cudaError_t r = cudaEventQuery(e);
+    while (r == cudaErrorNotReady && clock::now() - t1 < std::chrono::seconds(5)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      r = cudaEventQuery(e);
+    }
+    stuck_ = r == cudaErrorNotReady;
+    cudaGetLastError();  // (an aborted communicator may leave an error behind)
+    MNEMO_FAIL() << msg << "; the communicator was aborted"
+                 << (stuck_ ? " and the device's work did not end (its memory is left to the process's exit)" : "");
+  }
+  void wait_stream(cudaStream_t s, const char* what) {
+    if (limit_s_ <= 0) {
+      MNEMO_CHECK(!stuck_) << who_ << ": " << name() << " still runs work that timed out earlier";
+      MNEMO_CUDA_CHECK(cudaStreamSynchronize(s));
+      return;
+    }
+    MNEMO_CUDA_CHECK(cudaEventRecord(wait_event_, s));
+    wait_event(wait_event_, what);
+  }
+
   void open(int ordinal) {
     ctx_.ordinal = ordinal;
     MNEMO_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -234,7 +294,9 @@ class CudaDevice final : public Device {
   }
 
   void close() noexcept {
+    if (stuck_) return;  // work that timed out never ended: leave everything to the process's exit
     if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+    if (wait_event_) cudaEventDestroy(wait_event_);
     for (Slot& s : slots_) {
       if (s.done) cudaEventDestroy(s.done);
       if (s.copied) cudaEventDestroy(s.copied);
@@ -266,6 +328,12 @@ class CudaDevice final : public Device {
   std::vector<Slot> slots_;
   size_t next_ = 0;
   Slot* last_ = nullptr;
+  // limit_waits
+  double limit_s_ = 0;
+  std::string who_ = "this process";
+  std::function<void(const std::string&)> on_timeout_;
+  cudaEvent_t wait_event_ = nullptr;
+  bool stuck_ = false;
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ struct Nccl {
   decltype(&::ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&::ncclCommAbort) comm_abort = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
 };
 const Nccl& nccl() {
@@ -44,6 +45,7 @@ const Nccl& nccl() {
     sym(n.comm_init_rank, "ncclCommInitRank");
     sym(n.all_gather, "ncclAllGather");
     sym(n.comm_destroy, "ncclCommDestroy");
+    sym(n.comm_abort, "ncclCommAbort");
     sym(n.error_string, "ncclGetErrorString");
   });
   MNEMO_CHECK(error.empty()) << "data parallelism on GPUs needs NCCL (libnccl.so.2 on the library path): " << error;
@@ -74,6 +76,7 @@ class NcclGather final : public DeviceGather {
   }
 
   void start(void* buf, int64_t bytes, void* step_stream) override {
+    MNEMO_CHECK(!aborted_) << "NCCL: the communicator was aborted after a timeout";
     Events& e = events_of(buf);
     auto* s = static_cast<cudaStream_t>(step_stream);
     MNEMO_CUDA_CHECK(cudaEventRecord(e.before, s));  // this rank's row is written
@@ -82,6 +85,15 @@ class NcclGather final : public DeviceGather {
     MNEMO_NCCL_CHECK(nccl().all_gather(b + static_cast<size_t>(rank_) * static_cast<size_t>(bytes), b, static_cast<size_t>(bytes),
                                        ncclChar, comm_, stream_));  // in place: the send buffer is this rank's row
     MNEMO_CUDA_CHECK(cudaEventRecord(e.after, stream_));
+  }
+  // ncclCommAbort ends the communicator's kernels still waiting for other ranks (their streams
+  // then drain); the communicator is gone, and a later gather fails naming the abort.
+  void abort() override {
+    if (!comm_) return;
+    cudaSetDevice(ordinal_);
+    nccl().comm_abort(comm_);
+    comm_ = nullptr;
+    aborted_ = true;
   }
   void wait(void* buf, void* step_stream) override {
     auto it = events_.find(buf);
@@ -104,6 +116,7 @@ class NcclGather final : public DeviceGather {
   int rank_, ordinal_;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
   std::map<void*, Events> events_;
 };
 

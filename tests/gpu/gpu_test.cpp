@@ -7,8 +7,11 @@
 //   memory:   the executor allocates exactly the planned arena; the cudaMemGetInfo peak minus the
 //             memory in use at open matches the planned total within the libraries' own use;
 //   training: a few steps on the GPU track the CPU run.
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include <cuda_runtime_api.h>
 
@@ -17,6 +20,7 @@
 #ifdef MNEMO_HAVE_NCCL
 #include "cuda/nccl.h"
 #endif
+#include "train/parallel/run_comm.h"
 #include "train/session/sgd.h"
 #include "cuda/device.h"
 #include "cuda/kernels/util.h"
@@ -281,6 +285,21 @@ TEST(GpuMemory, ArenaIsThePlanAndMeasuredMatchesPlannedTotal) {
   }
 }
 
+// The same byte for byte in every memory mode and schedule order (the order changes lifetimes,
+// hence the arena): the executor allocates the planned arena, mnemo nothing beyond the plan but
+// alignment.
+TEST(GpuMemory, EveryModeAndOrderAllocatesThePlan) {
+  MNEMO_REQUIRE_GPU();
+  for (const char* cfg : {kResnet, kLstm})
+    for (const char* order : {"default", "greedy", "updates-last"})
+      for (const std::string& mode : all_memory_modes()) {
+        const StepResult r = gpu_step(std::string(cfg) + "order: " + order + "\n", mode);
+        EXPECT_EQ(r.allocated_arena, align_up(r.arena)) << mode << ", order " << order;
+        EXPECT_GE(r.mnemo_allocated, r.total) << mode << ", order " << order;
+        EXPECT_LE(r.mnemo_allocated - r.total, 256 * 200) << mode << ", order " << order;
+      }
+}
+
 // Data parallelism on the device (docs/PARALLEL.md). A stand-in for the other ranks: rank 0 of
 // `size`, whose device half copies this rank's row of a bucket into every other row on the step's
 // stream (as if every rank computed the same gradients); the mean is then the gradient itself,
@@ -296,6 +315,7 @@ class DeviceMirror : public DeviceGather {
     ++starts;
   }
   void wait(void*, void*) override { ++waits; }
+  void abort() override { ADD_FAILURE() << "an abort without a timeout"; }
   int starts = 0, waits = 0;
 
  private:
@@ -316,13 +336,16 @@ class MirrorComm : public Communicator {
   DeviceMirror device_;
 };
 
-// One SGD step on the GPU with the update inside; the loss and every parameter after it.
-std::vector<Tensor> gpu_train_step(const std::string& cfg_text, int ranks) {
+// `runs` SGD steps on the GPU with the update inside (the same batch; with `capture`, the second
+// run is captured and later ones replay it); the loss of every run and every parameter after them.
+// `reduce_one_rank`: one rank keeps the all-reduce nodes.
+std::vector<Tensor> gpu_train_step(const std::string& cfg_text, int ranks, bool capture = false, int runs = 1,
+                                   bool reduce_one_rank = false, int* captures = nullptr) {
   TempDir d;
   Config c = load_config(d.file("c.yaml", cfg_text));
   c.parallel.bucket_bytes = 20000;  // several buckets
   const DataShape ds = static_data_shape(c);
-  const Pipeline p = build_pipeline(c, ds, c.data.batch, ranks);
+  const Pipeline p = build_pipeline(c, ds, c.data.batch, ranks, reduce_one_rank);
   ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
   Sgd sgd(params, {0.1, 0.9, 1e-4});
   Device& dev = gpu();
@@ -344,10 +367,14 @@ std::vector<Tensor> gpu_train_step(const std::string& cfg_text, int ranks) {
     ex.bind(p.model.data, dx.v);
     ex.bind(p.model.labels, dy.v);
     ex.bind(mr.training.lr, dlr.v);
-    ex.run();
-    dev.synchronize();
-    out.push_back(ex.fetch(mr.training.loss));
-    EXPECT_EQ(ex.fetch(mr.training.status).as<int32_t>()[0], 0);
+    ex.set_capture(capture);
+    for (int i = 0; i < runs; ++i) {
+      ex.run();
+      dev.synchronize();
+      out.push_back(ex.fetch(mr.training.loss));
+      EXPECT_EQ(ex.fetch(mr.training.status).as<int32_t>()[0], 0);
+    }
+    if (captures) *captures = ex.captures();
     dp.download();
   }
   for (const ParamSpec& s : params.specs()) out.push_back(clone(params.at(s.name)));
@@ -372,7 +399,42 @@ TEST(GpuDataParallel, StepWithAllReduceIsTheSingleProcessStep) {
   }
 }
 
+// A data-parallel step captured as a CUDA graph (the all-reduce's copies, the device half's work
+// ordered through events on its own stream, the means) replays to the bits of the eager steps.
+TEST(GpuDataParallel, CapturedStepEqualsEagerBitwise) {
+  MNEMO_REQUIRE_GPU();
+  for (const char* cfg : {kResnet, kLstm}) {
+    MirrorComm comm(2);
+    set_communicator(&comm);
+    const std::vector<Tensor> eager = gpu_train_step(cfg, 2, false, 3);
+    int captures = 0;
+    const std::vector<Tensor> replayed = gpu_train_step(cfg, 2, true, 3, false, &captures);
+    set_communicator(nullptr);
+    EXPECT_EQ(captures, 1) << "the first run is eager, the second captured, the third replayed";
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (size_t k = 0; k < eager.size(); ++k) EXPECT_TRUE(bitwise_equal(replayed[k], eager[k])) << "output " << k;
+  }
+}
+
 #ifdef MNEMO_HAVE_NCCL
+// The same with NCCL over one rank (parallel.reduce_one_rank): its gathers are captured too, and
+// the steps equal the plain single-process steps (the mean of one row is the row).
+TEST(GpuDataParallel, NcclOneRankStepCapturedEqualsThePlainStep) {
+  MNEMO_REQUIRE_GPU();
+  for (const char* cfg : {kResnet, kLstm}) {
+    const std::vector<Tensor> plain = gpu_train_step(cfg, 1, false, 3);
+    OneRankCommunicator comm;
+    comm.attach_device(cuda::open_nccl(cuda::nccl_unique_id(), 0, 1, 0));
+    set_communicator(&comm);
+    int captures = 0;
+    const std::vector<Tensor> reduced = gpu_train_step(cfg, 1, true, 3, true, &captures);
+    set_communicator(nullptr);
+    EXPECT_EQ(captures, 1);
+    ASSERT_EQ(reduced.size(), plain.size());
+    for (size_t k = 0; k < plain.size(); ++k) EXPECT_TRUE(bitwise_equal(reduced[k], plain[k])) << "output " << k;
+  }
+}
+
 // NCCL itself with one rank: a communicator opens, an in-place gather of one row runs on its
 // stream, ordered after and before the step's stream's work, and leaves the row as it was.
 TEST(GpuDataParallel, NcclOneRankGather) {
@@ -390,6 +452,86 @@ TEST(GpuDataParallel, NcclOneRankGather) {
   EXPECT_TRUE(bitwise_equal(b.download(), h));
 }
 #endif
+
+// A gather that never completes, as when another rank hangs: a host function on the step's stream
+// blocks until a gate opens. With a wait limit the host's wait throws within it, naming who waited
+// and the limit; the timeout callback gets the same message. Where the callback ends the blocked
+// work (as ncclCommAbort ends NCCL's kernels) the device is usable again; where nothing does, the
+// device refuses further waits instead of hanging in them, and its destructor returns.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void release() {
+    {
+      std::lock_guard lk(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  static void CUDART_CB block(void* p) {
+    auto* g = static_cast<Gate*>(p);
+    std::unique_lock lk(g->mu);
+    g->cv.wait(lk, [g] { return g->open; });
+  }
+};
+
+std::string timed_out_wait(Device& dev, Gate& gate, double* seconds) {
+  cudaStream_t s = static_cast<cuda::Context*>(dev.kernel_context())->stream;
+  EXPECT_EQ(cudaLaunchHostFunc(s, &Gate::block, &gate), cudaSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msg;
+  try {
+    dev.synchronize();
+    ADD_FAILURE() << "a blocked stream's wait returned";
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return msg;
+}
+
+TEST(GpuDataParallel, AHungGatherEndsTheWaitWithinTheLimit) {
+  MNEMO_REQUIRE_GPU();
+  {
+    std::unique_ptr<Device> dev = cuda::open_device(0);
+    Gate gate;
+    std::string told;
+    dev->limit_waits(0.5, "rank 1 of 2", [&](const std::string& m) {
+      told = m;
+      gate.release();  // what aborting NCCL does to its kernels
+    });
+    double took = 0;
+    const std::string msg = timed_out_wait(*dev, gate, &took);
+    EXPECT_GE(took, 0.5);
+    EXPECT_LT(took, 5.0);
+    for (const char* part : {"rank 1 of 2: the step's work on cuda:0", "did not complete within 0.5 s (parallel.timeout_s)",
+                             "another rank died, hangs", "the communicator was aborted"})
+      EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+    EXPECT_EQ(msg.find("did not end"), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind(told, 0), 0u) << "the callback was told '" << told << "'";
+    // The device works again.
+    Tensor h(DType::f32, {257});
+    fill_normal(h, 5);
+    DeviceTensor b(*dev, h.type());
+    b.upload(h);
+    EXPECT_TRUE(bitwise_equal(b.download(), h));
+  }
+  {
+    std::unique_ptr<Device> dev = cuda::open_device(0);
+    Gate& gate = *new Gate;  // (leaked: the released callback may still hold its mutex after this scope)
+    int told = 0;
+    dev->limit_waits(0.3, "rank 0 of 3", [&](const std::string&) { ++told; });
+    double took = 0;
+    const std::string msg = timed_out_wait(*dev, gate, &took);
+    EXPECT_EQ(told, 1);
+    EXPECT_LT(took, 0.3 + 5.0 + 2.0);  // the limit, the drain allowance, slack
+    EXPECT_NE(msg.find("the device's work did not end"), std::string::npos) << msg;
+    EXPECT_THROW(dev->synchronize(), Error);  // refused at once, not another hang
+    dev.reset();                              // returns: nothing is freed on a stuck device
+    gate.release();
+  }
+}
 
 TEST(GpuTraining, TracksTheCpuRun) {
   MNEMO_REQUIRE_GPU();

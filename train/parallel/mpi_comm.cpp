@@ -192,6 +192,19 @@ void MpiCommunicator::wait_gather(void* buf, const std::string& what) {
   im.stats.waited_s += s;
 }
 
+void MpiCommunicator::abandon(const std::string& why) {
+  if (device_) device_->abort();
+  std::fprintf(stderr, "mnemo: %s; stopping every rank (the last checkpoint is unchanged)\n", why.c_str());
+  std::fflush(stderr);
+  std::lock_guard lk(impl_->mu);
+  impl_->broken = true;
+}
+
+bool MpiCommunicator::broken() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->broken;
+}
+
 MpiCommunicator::Stats MpiCommunicator::stats() const {
   std::lock_guard lk(impl_->mu);
   return impl_->stats;

@@ -30,6 +30,8 @@ class MpiCommunicator final : public RunCommunicator {
   void attach_device(std::unique_ptr<DeviceGather> d) override { device_ = std::move(d); }
   DeviceGather* device() const override { return device_.get(); }
   Stats stats() const override;
+  void abandon(const std::string& why) override;
+  bool broken() const override;
 
   struct Impl;
 

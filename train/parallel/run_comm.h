@@ -26,6 +26,13 @@ class RunCommunicator : public Communicator {
     double gather_s = 0, waited_s = 0;
   };
   virtual Stats stats() const = 0;
+  // After a timeout outside the communicator (a GPU step waiting in NCCL; `why` says so): aborts
+  // the device half and marks the run broken, so the communicator stops every rank when it is
+  // destroyed instead of finalising with ranks that hang (under MPI it writes `why` to stderr
+  // first, as its own timeouts do: the abort may end the process before the caller prints it).
+  // `broken()`: whether that (or a timeout of its own) happened.
+  virtual void abandon(const std::string& why) = 0;
+  virtual bool broken() const = 0;
 };
 
 // One rank without MPI: what parallel.reduce_one_rank gives a run not started by mpirun. Its step
@@ -43,8 +50,14 @@ class OneRankCommunicator final : public RunCommunicator {
   std::string broadcast(const std::string& bytes, const std::string&) override { return bytes; }
   void attach_device(std::unique_ptr<DeviceGather> d) override { device_ = std::move(d); }
   Stats stats() const override { return stats_; }
+  void abandon(const std::string&) override {
+    if (device_) device_->abort();
+    broken_ = true;
+  }
+  bool broken() const override { return broken_; }
 
  private:
+  bool broken_ = false;
   std::unique_ptr<DeviceGather> device_;
   Stats stats_;
 };

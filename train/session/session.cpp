@@ -257,8 +257,9 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
-  // A data-parallel step runs eagerly (its NCCL gathers on their own stream are not captured).
-  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager && !dp_);
+  // On a GPU the step is captured once and replayed, a data-parallel one too: its NCCL gathers on
+  // their own stream join the capture through the events that order them (docs/PARALLEL.md).
+  step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
   const TensorType io[2] = {step_->input_type(p_.model.data), step_->input_type(p_.model.labels)};
   // On a GPU double-buffered: the next batch uploads while this step runs. A host step reads the
   // loader's batch in place (no copy): it has ended when run() returns, before the loader takes
@@ -266,6 +267,12 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   if (!device_->host_memory()) device_->reserve_inputs(io, 2);
   step_->executor().set_profiling(opt.profile);
   step_->set_replay(!dp_);
+  if (dp_ && comm_->device()) {
+    // The step's NCCL gathers wait on the device for every rank: a rank that died or hangs would
+    // leave this one waiting in the device forever. Bounded like the host's collectives.
+    device_->limit_waits(c.parallel.timeout_s, "rank " + std::to_string(rank_) + " of " + std::to_string(ranks_),
+                         [comm = comm_](const std::string& why) { comm->abandon(why); });
+  }
   if (dp_) {
     // Every rank must issue the same gathers in the same order (exact in doubles: 24-bit values).
     const double f = static_cast<double>(gather_fingerprint(step_->training()));
@@ -373,6 +380,7 @@ int Trainer::run() {
     try {
       loss = step_->finish(what);
     } catch (const Error& e) {
+      if (dp_ && comm_->broken()) throw;  // a timeout: no collective can run any more (the message names the rank)
       failed = e.what();
     }
     if (dp_) {
