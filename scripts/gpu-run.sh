@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine (docs/GPU.md), building nothing: the GPU tests, the GPU benchmarks and the
-# PyTorch comparison, in one go, from the bundle scripts/gpu-build.sh made (carry gpu-dist/).
+# PyTorch comparison, in one go, from the bundle scripts/gpu-build.sh made (carry gpu-dist.tar.xz, or gpu-dist/ where it is under 64 MiB).
 # Logs, JSON and CSV go to ${OUT:-gpu-out}/; a short table is printed last. Each part fits one
-# device call (10 minutes at most):
+# device call (10 minutes at most); several parts run one after the other (`tests zoo bench`):
 #   bash scripts/gpu-run.sh tests    GPU tests, training and planning on the GPU from the CLI (also with NCCL, one rank)
-#   bash scripts/gpu-run.sh bench    ResNet-50 and the paper's LSTM: mnemo beside PyTorch; the fused LSTM cell; the
-#                                    all-reduce path's overhead with NCCL over one rank
+#   bash scripts/gpu-run.sh bench    the fused LSTM cell; ResNet-50 and the paper's LSTM: mnemo beside PyTorch
+#   bash scripts/gpu-run.sh dp       the all-reduce path's overhead with NCCL over one rank (captured and eager)
+#   bash scripts/gpu-run.sh zoo      OLLA's zoo CNNs at batch 1 and 32: PyTorch's max_memory_allocated/reserved
+#                                    beside mnemo's planned and measured memory (tools/zoo_gpu_peaks.py)
+#   bash scripts/gpu-run.sh profile  ResNet-50's step per op: mnemo --profile beside torch.profiler
+#   bash scripts/gpu-run.sh cudnn    ResNet-50: PyTorch with cuDNN's v8 API and with the legacy v7 one, beside mnemo
 #   bash scripts/gpu-run.sh big      speed per memory mode; the 1001-layer ResNet under sublinear
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 dist=gpu-dist
+if [ ! -x $dist/bin/mnemo ] && [ -f gpu-dist.tar.xz ]; then  # (Python's tarfile: no xz needed there)
+  python3 -c 'import tarfile; tarfile.open("gpu-dist.tar.xz").extractall(filter="tar")'
+fi
 [ -x $dist/bin/mnemo ] || { echo "gpu-run: $dist/bin/mnemo missing: run scripts/gpu-build.sh here first and carry $dist"; exit 2; }
 # cuDNN and cuBLAS from the Python wheels beside PyTorch (CUDA 12 and 13 wheel layouts differ), or CUDA;
 # NVRTC too (cuDNN 9's runtime-compiled engines load it).
@@ -35,7 +42,9 @@ run() {  # run NAME SECONDS COMMAND...: output to $out/NAME.log, status to the s
   printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -1 "$out/$name.log" | cut -c1-150)" | tee -a "$out/summary.txt"
 }
 
-part=${1:-tests}
+mkdir -p "$out/zoo"
+[ $# -gt 0 ] || set -- tests
+for part in "$@"; do
 case $part in
   tests)
     run gpu-tests 300 $dist/bin/mnemo_gpu_tests --gtest_brief=1 --gtest_output=json:"$out/gpu-tests.json"
@@ -47,15 +56,41 @@ case $part in
     run cli-mlp-reduce-one-rank 60 $mnemo train "$out/reduce1.yaml" --device cuda --steps 50 --memory sublinear
     ;;
   bench)
+    # The fused LSTM cell's CUDA kernel (beside the unfused cell); the reduction path's overhead with
+    # NCCL over one rank.
+    for model in bench-lstm-2x512-fused bench-lstm-2x512; do
+      run "bench-$model-share" 100 $mnemo bench configs/$model.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+    done
     # Throughput and memory: mnemo (share) and PyTorch eager, strict float32 on both, same batch.
     for model in resnet50-imagenet lstm-paper; do
       run "bench-$model-share" 130 $mnemo bench configs/$model.yaml --device cuda --memory share --steps 20 --warmup 3 --json
     done
     run torch-resnet50 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
     run torch-lstm-paper 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3
-    # The fused LSTM cell's CUDA kernel; the reduction path's overhead with NCCL over one rank.
-    run bench-lstm-2x512-fused-share 100 $mnemo bench configs/bench-lstm-2x512-fused.yaml --device cuda --memory share --steps 20 --warmup 3 --json
-    run dp-one-rank-resnet56 150 python3 tools/parallel_bench.py configs/resnet56-cifar.yaml --one-rank --device cuda --rounds 3 --steps 30 --mnemo $mnemo
+    ;;
+  dp)
+    # The all-reduce path's overhead: one plain process against one with parallel.reduce_one_rank
+    # (NCCL over one rank), the step replayed from its captured graph, then launched node by node.
+    run dp-one-rank-resnet56 150 python3 tools/parallel_bench.py configs/resnet56-cifar.yaml --one-rank --device cuda --rounds 3 --steps 200 --mnemo $mnemo
+    run dp-one-rank-resnet56-eager 150 python3 tools/parallel_bench.py configs/resnet56-cifar.yaml --one-rank --device cuda --rounds 3 --steps 200 --eager --mnemo $mnemo
+    ;;
+  profile)
+    # Where ResNet-50's step goes: mnemo's per-op times (node by node, synchronised) and PyTorch's
+    # kernels under torch.profiler.
+    run profile-mnemo-resnet50 150 $mnemo train configs/resnet50-imagenet.yaml --device cuda --steps 6 --no-eval --profile
+    run profile-torch-resnet50 150 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 5 --warmup 2 --profile
+    ;;
+  cudnn)
+    # Which cuDNN API the convolutions' speed depends on: PyTorch through cuDNN's graph (v8) API,
+    # its default, and through the legacy v7 heuristics mnemo uses; mnemo in the same rounds.
+    for r in 1 2; do
+      run "torch-resnet50-v8-round$r" 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
+      run "torch-resnet50-v7-round$r" 130 env TORCH_CUDNN_V8_API_DISABLED=1 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
+      run "bench-resnet50-imagenet-share-round$r" 130 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+    done
+    ;;
+  zoo)
+    run zoo/peaks 300 python3 tools/zoo_gpu_peaks.py --mnemo $mnemo
     ;;
   big)
     # Speed per memory mode on ResNet-50; what replaying the captured step saves on the LSTM.
@@ -66,10 +101,15 @@ case $part in
     # The paper's headline: the 1001-layer ResNet, batch 32, 224x224, trains under sublinear (< 7 GB).
     run train-resnet1000-sublinear 240 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
     ;;
-  *) echo "gpu-run: unknown part '$part' (tests, bench or big)"; exit 2 ;;
+  *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo or big)"; exit 2 ;;
 esac
+done
 echo "--- summary"; cat "$out/summary.txt"
-if [ "$part" != tests ]; then
+if ls "$out"/bench-*.log >/dev/null 2>&1; then
   echo "--- benchmarks (docs/BENCHMARKS.md table)"
   python3 tools/gpu_report.py "$out" | tee "$out/report.md"
+fi
+if [ -f "$out/zoo/peaks.log" ]; then
+  echo "--- zoo CNNs beside PyTorch's allocator"
+  grep '^|' "$out/zoo/peaks.log"
 fi

@@ -88,6 +88,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s, as mnemo bench)")
     p.add_argument("--batch", type=int, default=0,
                    help="batch size (default: the model's: %s)" % ", ".join("%s %d" % kv for kv in DEFAULT_BATCH.items()))
+    p.add_argument("--profile", action="store_true",
+                   help="after the timed steps, 3 steps under torch.profiler: a table of the kernels' device time per op (cuda)")
     p.add_argument("--seed", type=int, default=1, help="torch.manual_seed (default: %(default)s)")
     p.add_argument("--checkpoint-segments", type=int, default=0,
                    help="resnet56/resnet50: run the model through torch.utils.checkpoint.checkpoint_sequential with this "
@@ -377,6 +379,17 @@ def run_one(a, name):
             "peak_reserved_bytes": max(build_peak_reserved, torch.cuda.max_memory_reserved()),
         })
     print(json.dumps(out), flush=True)
+    if a.profile and cuda:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                loss = step_loss()
+                loss.backward()
+                opt.step()
+            torch.cuda.synchronize()
+        print("profile of 3 steps (device time per kernel, summed):")
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=30, max_name_column_width=70))
 
 
 def main(argv):

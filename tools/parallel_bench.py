@@ -32,6 +32,7 @@ ap.add_argument("--mnemo", default="./build/mnemo")
 ap.add_argument("--one-rank", action="store_true", help="plain process against one with parallel.reduce_one_rank")
 ap.add_argument("--threads", type=int, default=2, help="--one-rank: threads of both variants")
 ap.add_argument("--device", default="", help="--device for mnemo train (e.g. cuda)")
+ap.add_argument("--eager", action="store_true", help="--eager for mnemo train (a GPU step launched node by node, not replayed)")
 ap.add_argument("--mpi", action="store_true", help="--one-rank: the reduce_one_rank process under mpirun -np 1")
 a = ap.parse_args()
 
@@ -53,7 +54,7 @@ env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 
 def run(ranks, cfg=None, force_mpi=False, threads=None):
     threads = threads or a.ranks // ranks
-    cmd = [a.mnemo, "train", cfg or config, "--steps", str(a.steps), "--no-eval"] + (["--device", a.device] if a.device else [])
+    cmd = [a.mnemo, "train", cfg or config, "--steps", str(a.steps), "--no-eval"] + (["--device", a.device] if a.device else []) + (["--eager"] if a.eager else [])
     if ranks > 1 or force_mpi:
         cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), "-x", f"OMP_NUM_THREADS={threads}"] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, OMP_NUM_THREADS=str(threads)))
