@@ -1,5 +1,5 @@
-// CUDA kernels of the conv2d ops (ops/conv2d.cpp, ops/conv2d_grad.cpp) through cuDNN, NCHW float32,
-// cross-correlation, grouped (cudnnSetConvolutionGroupCount) where attr groups > 1:
+// CUDA kernels of the conv2d ops (ops/conv2d.cpp, ops/conv2d_grad.cpp) through cuDNN's legacy API,
+// NCHW float32, cross-correlation, grouped (cudnnSetConvolutionGroupCount) where attr groups > 1:
 //   conv2d(x, w [, b])          cudnnConvolutionForward (+ cudnnAddTensor for the bias)
 //   conv2d_grad_data(dy, w)     cudnnConvolutionBackwardData
 //   conv2d_grad_weight(dy, x)   cudnnConvolutionBackwardFilter
@@ -18,29 +18,11 @@
 // and the workspace size are cached per (pass, shapes, stride, padding, dilation) in
 // Context::cached(), so the planner's workspace query and the kernel use the same algorithm.
 // The conv `algo` attribute (auto / im2col / winograd: CPU implementations) is ignored here.
-//
-// Engines of cuDNN's graph API first (ungrouped convolutions): the legacy v7 heuristics above
-// offer older kernels; on an H200 PyTorch's ResNet-50 step ran 1.18-1.29x slower through them
-// than through the graph API, its default (docs/BENCHMARKS.md "GPU, second run"). So each pass is
-// also built as a one-operation graph (tensors 16-byte aligned; uids x = 1, w = 2, y = 3 in the
-// forward orientation), its engine configurations listed by heuristics mode A (nothing is run),
-// and the first one taken whose engine is deterministic, float32 without tensor-core math (no
-// TF32: numerical notes NONDETERMINISTIC, TENSOR_CORE, DOWN_CONVERT_INPUTS,
-// REDUCED_PRECISION_REDUCTION refused), needs no runtime compilation, finalises, and whose
-// workspace is within the cap. The legacy algorithm stays chosen beside it (within the engine's
-// workspace where one qualifies) and runs where a bound pointer is not 16-byte aligned (a view at
-// an offset); the planned workspace covers both. MNEMO_CUDNN_API=legacy (read once) turns the
-// graph engines off, to compare.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <cstdlib>
-#include <cstring>
-#include <utility>
-#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/context.h"
@@ -63,14 +45,12 @@ struct ConvPlan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = -1;  // a cudnnConvolutionFwdAlgo_t, ...BwdDataAlgo_t or ...BwdFilterAlgo_t, by pass
-  size_t workspace = 0;  // planned: enough for the legacy algorithm and the graph engine
-  cudnnBackendDescriptor_t engine_plan = nullptr;  // the graph API's execution plan, if one qualified
+  size_t workspace = 0;
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
   ~ConvPlan() {
-    if (engine_plan) cudnnBackendDestroyDescriptor(engine_plan);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (bias) cudnnDestroyTensorDescriptor(bias);
@@ -114,8 +94,7 @@ bool tensor_op_math(cudnnMathType_t m) {
 // memory the plan must hold: algorithms needing more than `cap` (the larger of 64 MiB and the
 // largest tensor of the op; FFT algorithms can ask for several times that) are taken only when no
 // other deterministic algorithm is offered.
-// `then`: the cap to try next when none fits `cap` (SIZE_MAX last).
-void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap, size_t then = SIZE_MAX) {
+void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap) {
   auto accept = [&](int algo, cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math) {
     if (status != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC || tensor_op_math(math)) return false;
     size_t bytes = 0;
@@ -163,184 +142,9 @@ void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap, size_
       if (accept(perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType)) return;
     if (accept(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)) return;
   }
-  if (cap != SIZE_MAX) return choose_algorithm(ctx, pass, plan, std::max(cap, then), SIZE_MAX);
+  if (cap != SIZE_MAX) return choose_algorithm(ctx, pass, plan, SIZE_MAX);
   MNEMO_FAIL() << pass_op(pass) << ": cuDNN offers no deterministic float32 (FMA) algorithm for this geometry ("
                << returned << " heuristic results)";
-}
-
-// cuDNN's graph (backend) API: descriptors with attributes, finalised; owned here.
-struct Backend {
-  cudnnBackendDescriptor_t d = nullptr;
-  explicit Backend(cudnnBackendDescriptorType_t t) { MNEMO_CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d)); }
-  ~Backend() {
-    if (d) cudnnBackendDestroyDescriptor(d);
-  }
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
-  cudnnBackendDescriptor_t release() { return std::exchange(d, nullptr); }
-  void set(cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n, const void* v) {
-    MNEMO_CUDNN_CHECK(cudnnBackendSetAttribute(d, a, t, n, v));
-  }
-  void set(cudnnBackendAttributeName_t a, const Backend& other) { set(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &other.d); }
-  cudnnStatus_t finalize() { return cudnnBackendFinalize(d); }
-};
-
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kEngineAlignment = 16;
-
-std::unique_ptr<Backend> backend_tensor(const Shape& s, int64_t uid) {
-  auto t = std::make_unique<Backend>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t dt = CUDNN_DATA_FLOAT;
-  const int64_t dims[4] = {s[0], s[1], s[2], s[3]};
-  const int64_t strides[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
-  t->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  t->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  t->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  t->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kEngineAlignment);
-  MNEMO_CUDNN_CHECK(t->finalize());
-  return t;
-}
-
-bool graph_engines_off() {
-  static const bool off = [] {
-    const char* v = std::getenv("MNEMO_CUDNN_API");
-    if (!v || !*v || std::strcmp(v, "graph") == 0) return false;
-    MNEMO_CHECK(std::strcmp(v, "legacy") == 0) << "MNEMO_CUDNN_API=" << v << ": expected graph (the default) or legacy";
-    return true;
-  }();
-  return off;
-}
-
-// Whether engine configuration `cfg` qualifies (see the top of this file).
-bool engine_qualifies(const Backend& cfg) {
-  Backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg.d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine.d) !=
-          CUDNN_STATUS_SUCCESS ||
-      n != 1)
-    return false;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  n = 0;
-  if (cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
-    return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC || notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
-        notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS || notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
-      return false;
-  cudnnBackendBehaviorNote_t behaviour[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  n = 0;
-  if (cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, behaviour) != CUDNN_STATUS_SUCCESS)
-    return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
-  return true;
-}
-
-// The graph API's execution plan for `pass` (ungrouped), or null where no engine qualifies;
-// `workspace`: its bytes.
-cudnnBackendDescriptor_t graph_engine(Context& ctx, Pass pass, const Shape& x, const Shape& w, const Shape& y,
-                                      const Params& p, size_t cap, size_t* workspace) {
-  const auto tx = backend_tensor(x, kUidX), tw = backend_tensor(w, kUidW), ty = backend_tensor(y, kUidY);
-  Backend conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t dims = 2, dil[2] = {p.dh, p.dw}, str[2] = {p.sh, p.sw}, pad[2] = {p.ph, p.pw};
-  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-  conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-  conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-  conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
-  conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
-  conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  MNEMO_CUDNN_CHECK(conv.finalize());
-  const float alpha = 1.0f, beta = 0.0f;
-  std::unique_ptr<Backend> op;
-  if (pass == Pass::forward) {
-    op = std::make_unique<Backend>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, *tx);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, *tw);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, *ty);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  } else if (pass == Pass::backward_data) {
-    op = std::make_unique<Backend>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, *tx);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, *tw);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, *ty);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  } else {
-    op = std::make_unique<Backend>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, *tx);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, *tw);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, *ty);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  }
-  if (op->finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
-  Backend graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, *op);
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &ctx.cudnn);
-  if (graph.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
-  Backend heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_A;
-  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
-  if (heur.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
-  int64_t count = 0;
-  if (cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr) !=
-          CUDNN_STATUS_SUCCESS ||
-      count <= 0)
-    return nullptr;
-  std::vector<std::unique_ptr<Backend>> cfgs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < count; ++i) {
-    cfgs.push_back(std::make_unique<Backend>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    raw.push_back(cfgs.back()->d);
-  }
-  int64_t got = 0;
-  if (cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                               raw.data()) != CUDNN_STATUS_SUCCESS)
-    return nullptr;
-  for (int64_t i = 0; i < std::min(got, count); ++i) {
-    if (!engine_qualifies(*cfgs[static_cast<size_t>(i)])) continue;
-    Backend plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &ctx.cudnn);
-    plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *cfgs[static_cast<size_t>(i)]);
-    if (plan.finalize() != CUDNN_STATUS_SUCCESS) continue;
-    int64_t bytes = 0, n = 0;
-    if (cudnnBackendGetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes) !=
-            CUDNN_STATUS_SUCCESS ||
-        bytes < 0 || static_cast<size_t>(bytes) > cap)
-      continue;
-    *workspace = static_cast<size_t>(bytes);
-    return plan.release();
-  }
-  return nullptr;
-}
-
-bool engine_aligned(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % kEngineAlignment) return false;
-  return true;
-}
-
-// Runs the graph engine of `plan` on (x, w, y) in the forward orientation.
-void run_engine(const KernelContext& c, const ConvPlan& plan, void* x, void* w, void* y) {
-  Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const int64_t uids[3] = {kUidX, kUidW, kUidY};
-  void* ptrs[3] = {x, w, y};
-  void* ws = c.workspace;
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-  MNEMO_CUDNN_CHECK(pack.finalize());
-  MNEMO_CUDNN_CHECK(cudnnBackendExecute(context_of(c).cudnn, plan.engine_plan, pack.d));
 }
 
 PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
@@ -377,14 +181,7 @@ PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType
       << pass_op(pass) << ": cuDNN computes output [" << n << "," << k << "," << oh << "," << ow << "] for x "
       << x.str() << " and w " << w.str() << ", the graph has " << y.str();
   const size_t largest = std::max({x.bytes(), w.bytes(), y.bytes()});
-  const size_t cap = std::max<size_t>(size_t{64} << 20, largest);
-  size_t engine_ws = 0;
-  if (p.groups == 1 && !graph_engines_off())
-    plan->engine_plan = graph_engine(ctx, pass, x.shape, w.shape, y.shape, p, cap, &engine_ws);
-  // The legacy algorithm: the fallback for unaligned pointers (within the engine's workspace where
-  // one fits), or the only one.
-  choose_algorithm(ctx, pass, *plan, plan->engine_plan ? engine_ws : cap, plan->engine_plan ? cap : SIZE_MAX);
-  plan->workspace = std::max(plan->workspace, engine_ws);
+  choose_algorithm(ctx, pass, *plan, std::max<size_t>(size_t{64} << 20, largest));
   return plan;
 }
 
@@ -442,19 +239,14 @@ void conv2d_forward(const KernelContext& c) {  // (x, w [, b]) -> y
   const ConvPlan& plan = plan_for_kernel(c, Pass::forward, bias);
   cudnnHandle_t h = context_of(c).cudnn;
   const float one = 1.0f, zero = 0.0f;
-  if (plan.engine_plan && engine_aligned({c.in[0].data, c.in[1].data, c.out[0].data}))
-    run_engine(c, plan, c.in[0].data, c.in[1].data, c.out[0].data);
-  else
-    MNEMO_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan.x, c.in[0].data, plan.w, c.in[1].data, plan.conv,
-                                              static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), c.workspace,
-                                              plan.workspace, &zero, plan.y, c.out[0].data));
+  MNEMO_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan.x, c.in[0].data, plan.w, c.in[1].data, plan.conv,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), c.workspace,
+                                            plan.workspace, &zero, plan.y, c.out[0].data));
   if (bias) MNEMO_CUDNN_CHECK(cudnnAddTensor(h, &one, plan.bias, c.in[2].data, &one, plan.y, c.out[0].data));
 }
 
 void conv2d_grad_data(const KernelContext& c) {  // (dy, w) -> dx
   const ConvPlan& plan = plan_for_kernel(c, Pass::backward_data, false);
-  if (plan.engine_plan && engine_aligned({c.out[0].data, c.in[1].data, c.in[0].data}))
-    return run_engine(c, plan, c.out[0].data, c.in[1].data, c.in[0].data);
   const float one = 1.0f, zero = 0.0f;
   MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardData(context_of(c).cudnn, &one, plan.w, c.in[1].data, plan.y, c.in[0].data,
                                                  plan.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
@@ -463,8 +255,6 @@ void conv2d_grad_data(const KernelContext& c) {  // (dy, w) -> dx
 
 void conv2d_grad_weight(const KernelContext& c) {  // (dy, x) -> dw
   const ConvPlan& plan = plan_for_kernel(c, Pass::backward_filter, false);
-  if (plan.engine_plan && engine_aligned({c.in[1].data, c.out[0].data, c.in[0].data}))
-    return run_engine(c, plan, c.in[1].data, c.out[0].data, c.in[0].data);
   const float one = 1.0f, zero = 0.0f;
   MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(context_of(c).cudnn, &one, plan.x, c.in[1].data, plan.y,
                                                    c.in[0].data, plan.conv,

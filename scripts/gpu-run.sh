@@ -9,7 +9,7 @@
 #   bash scripts/gpu-run.sh zoo      OLLA's zoo CNNs at batch 1 and 32: PyTorch's max_memory_allocated/reserved
 #                                    beside mnemo's planned and measured memory (tools/zoo_gpu_peaks.py)
 #   bash scripts/gpu-run.sh profile  ResNet-50's step per op: mnemo --profile beside torch.profiler
-#   bash scripts/gpu-run.sh cudnn    ResNet-50 through cuDNN's graph API and its legacy one: PyTorch and mnemo, alternating
+#   bash scripts/gpu-run.sh cudnn    ResNet-50: PyTorch through cuDNN's graph API and its legacy one, beside mnemo (alternating)
 #   bash scripts/gpu-run.sh big      speed per memory mode; the 1001-layer ResNet under sublinear
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,15 +82,12 @@ case $part in
     ;;
   cudnn)
     # Which cuDNN API the convolutions' speed depends on, in alternating rounds: PyTorch through
-    # cuDNN's graph API (its default) and through the legacy v7 heuristics; mnemo with its graph-API
-    # engines (the default) and with MNEMO_CUDNN_API=legacy.
+    # cuDNN's graph API (its default) and through the legacy v7 heuristics mnemo uses; mnemo.
     for r in 1 2; do
       run "torch-resnet50-graph-round$r" 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
       run "torch-resnet50-legacy-round$r" 130 env TORCH_CUDNN_V8_API_DISABLED=1 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3
-      run "bench-resnet50-imagenet-share-graph-round$r" 130 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory share --steps 20 --warmup 3 --json
-      run "bench-resnet50-imagenet-share-legacy-round$r" 130 env MNEMO_CUDNN_API=legacy $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+      run "bench-resnet50-imagenet-share-round$r" 130 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory share --steps 20 --warmup 3 --json
     done
-    run bench-resnet50-imagenet-sublinear-graph 130 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory sublinear --steps 20 --warmup 3 --json
     ;;
   zoo)
     run zoo/peaks 300 python3 tools/zoo_gpu_peaks.py --mnemo $mnemo
