@@ -100,7 +100,9 @@ def parse_args(argv):
                         "(default); sequential:K (resnet56/resnet50: checkpoint_sequential with K segments); block "
                         "(resnet56/resnet50: every residual block checkpointed on its own); segment:K (lstm/lstm-paper: "
                         "the sequence cut into time segments of K steps, each checkpointed with every layer's cells "
-                        "and the per-step classifier and loss inside)")
+                        "and the per-step classifier and loss inside); efficient (densenet121: torchvision's "
+                        "memory_efficient=True, each dense layer's concatenation, batch norm, ReLU and 1x1 convolution "
+                        "checkpointed)")
     a = p.parse_args(argv)
     if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 0:
         p.error("--threads and --steps must be >= 1, --warmup and --batch >= 0")
@@ -118,9 +120,10 @@ def parse_args(argv):
         a.checkpoint = "sequential:%d" % a.checkpoint_segments
     kind, _, count = a.checkpoint.partition(":")
     resnets, lstms = ("resnet56", "resnet50"), ("lstm", "lstm-paper")
-    wants = {"none": (None, False), "sequential": (resnets, True), "block": (resnets, False), "segment": (lstms, True)}
+    wants = {"none": (None, False), "sequential": (resnets, True), "block": (resnets, False), "segment": (lstms, True),
+             "efficient": (("densenet121",), False)}
     if kind not in wants:
-        p.error("--checkpoint: expected none, sequential:K, block or segment:K, got %r" % a.checkpoint)
+        p.error("--checkpoint: expected none, sequential:K, block, segment:K or efficient, got %r" % a.checkpoint)
     models_ok, needs_count = wants[kind]
     if needs_count != bool(count) or (count and not (count.isdigit() and int(count) > 0)):
         p.error("--checkpoint %s: %s" % (a.checkpoint, "expected %s:K with K a positive integer" % kind if needs_count
@@ -303,7 +306,10 @@ def run_one(a, name):
     torch.manual_seed(a.seed)
     rss0 = max_rss_bytes()
     batch = a.batch or DEFAULT_BATCH[name]
-    model, step_loss, weight_decay = BUILDERS[name](torch, batch, device)
+    build = BUILDERS[name]
+    if a.checkpoint_kind == "efficient":
+        build = functools.partial(build, memory_efficient=True)
+    model, step_loss, weight_decay = build(torch, batch, device)
     model.train()
     if a.checkpoint_kind == "sequential":
         from torch.utils.checkpoint import checkpoint_sequential
