@@ -431,7 +431,7 @@ int Trainer::run() {
   if (!opt_.checkpoint.empty()) checkpoint(opt_.checkpoint);
   if (steps > 0) {
     const double final_loss = last_loss_;  // (with several ranks: the global batch's)
-    std::printf("trained %lld steps in %.1f min (%.3f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(steps),
+    std::printf("trained %lld steps in %.1f min (%.4f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(steps),
                 train_s / 60, train_s / steps, final_loss, loss_ema_);
   } else {
     std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state_.step), static_cast<long long>(total_));
@@ -442,7 +442,7 @@ int Trainer::run() {
     const std::vector<double> sums = comm_->sum({st.gather_s, st.waited_s, static_cast<double>(st.gathers)}, "the communication times");
     const double gather = sums[0] / ranks_ / steps, waited = sums[1] / ranks_ / steps;
     std::printf("communication: %.0f gradient gathers per step; per rank and step %.4f s of gathers, %.4f s of them waited "
-                "for: %.1f%% hidden behind the backward pass (train time %.3f s/step)\n",
+                "for: %.1f%% hidden behind the backward pass (train time %.4f s/step)\n",
                 sums[2] / ranks_ / steps, gather, waited, gather > 0 ? 100.0 * std::max(0.0, 1.0 - waited / gather) : 100.0,
                 train_s / steps);
   }
