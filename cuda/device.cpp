@@ -224,7 +224,7 @@ class CudaDevice final : public Device {
   // is polled until the deadline (yielding first, then sleeping 50 us: a few microseconds of
   // latency on a step of milliseconds).
   void wait_event(cudaEvent_t e, const char* what) {
-    MNEMO_CHECK(!stuck_) << who_ << ": " << name() << " still runs work that timed out earlier";
+    refuse_if_stuck();
     if (limit_s_ <= 0) {
       MNEMO_CUDA_CHECK(cudaEventSynchronize(e));
       return;
@@ -260,14 +260,18 @@ class CudaDevice final : public Device {
     MNEMO_FAIL() << msg << "; the communicator was aborted"
                  << (stuck_ ? " and the device's work did not end (its memory is left to the process's exit)" : "");
   }
+  // Everything queued on `s` so far: the driver's own wait, or an event polled under the limit.
   void wait_stream(cudaStream_t s, const char* what) {
+    refuse_if_stuck();
     if (limit_s_ <= 0) {
-      MNEMO_CHECK(!stuck_) << who_ << ": " << name() << " still runs work that timed out earlier";
       MNEMO_CUDA_CHECK(cudaStreamSynchronize(s));
       return;
     }
     MNEMO_CUDA_CHECK(cudaEventRecord(wait_event_, s));
     wait_event(wait_event_, what);
+  }
+  void refuse_if_stuck() const {
+    MNEMO_CHECK(!stuck_) << who_ << ": " << name() << " still runs work that timed out earlier";
   }
 
   void open(int ordinal) {

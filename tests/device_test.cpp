@@ -12,6 +12,7 @@
 #include "train/session/inspect.h"
 #include "train/session/param_store.h"
 #include "test_util.h"
+#include "train/parallel/run_comm.h"
 #include "train/session/device_state.h"
 #include "train/session/safetensors.h"
 #include "train/session/session.h"
@@ -338,6 +339,28 @@ TEST(Device, EveryComputeOpsCudaClaimHolds) {
   EXPECT_NE(cuda::kernel_table().find("finite_check"), nullptr);
 }
 #endif
+
+// After a timeout outside it (a GPU step waiting in NCCL, cuda/device.cpp's bounded waits), the
+// run's communicator aborts its device half once and reports itself broken, which the trainer
+// checks before starting another collective.
+class CountingGather : public DeviceGather {
+ public:
+  void start(void*, int64_t, void*) override { ADD_FAILURE() << "no gather here"; }
+  void wait(void*, void*) override { ADD_FAILURE() << "no gather here"; }
+  void abort() override { ++aborts; }
+  int aborts = 0;
+};
+
+TEST(Device, AbandonedCommunicatorAbortsItsDeviceHalfAndIsBroken) {
+  OneRankCommunicator comm;
+  auto gather = std::make_unique<CountingGather>();
+  CountingGather* g = gather.get();
+  comm.attach_device(std::move(gather));
+  EXPECT_FALSE(comm.broken());
+  comm.abandon("rank 0 of 1: a wait did not complete");
+  EXPECT_TRUE(comm.broken());
+  EXPECT_EQ(g->aborts, 1);
+}
 
 }  // namespace
 }  // namespace mnemo::test

@@ -11,14 +11,9 @@
 #   (run from the repository root, after scripts/build.sh)
 import argparse, json, os, subprocess, tempfile
 
-MODELS = {
-    "alexnet": ("{type: alexnet}", "[3, 224, 224]"),
-    "vgg16": ("{type: vgg, depth: 16}", "[3, 224, 224]"),
-    "resnet50": ("{type: resnet, style: imagenet, depth: 50, layout: plain}", "[3, 224, 224]"),
-    "inception_v3": ("{type: inception_v3}", "[3, 299, 299]"),
-    "mobilenet_v2": ("{type: mobilenet_v2}", "[3, 224, 224]"),
-    "densenet121": ("{type: densenet, depth: 121}", "[3, 224, 224]"),
-}
+from zoo_models import MODELS, write_config
+
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--batches", default="1,32")
 ap.add_argument("--models", default=",".join(MODELS))
@@ -35,12 +30,9 @@ print("| model | batch | peak, PyTorch's order | peak, mnemo's order | no order 
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 with tempfile.TemporaryDirectory() as tmp:
     for name in a.models.split(","):
-        model, shape = MODELS[name]
         for batch in a.batches.split(","):
             cfg = os.path.join(tmp, f"{name}-b{batch}.yaml")
-            with open(cfg, "w") as f:
-                f.write(f"model: {model}\ndata: {{source: synthetic, shape: {shape}, classes: 1000, batch: {batch}, size: 64}}\n"
-                        "optimizer: {lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\ntrain: {steps: 1}\nmemory: share\n")
+            write_config(cfg, name, batch)
             torch_fit = plan(cfg, "updates-last", 0)
             mine_fit = plan(cfg, "greedy", 0)
             mine = plan(cfg, "greedy", 5)

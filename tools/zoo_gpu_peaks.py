@@ -22,15 +22,7 @@ import sys
 import tempfile
 import time
 
-# name -> (mnemo model, input shape, torchvision constructor keyword arguments)
-MODELS = {
-    "alexnet": ("{type: alexnet}", [3, 224, 224], {}),
-    "vgg16": ("{type: vgg, depth: 16}", [3, 224, 224], {}),
-    "resnet50": ("{type: resnet, style: imagenet, depth: 50, layout: plain}", [3, 224, 224], {}),
-    "inception_v3": ("{type: inception_v3}", [3, 299, 299], {"aux_logits": False, "init_weights": False}),
-    "mobilenet_v2": ("{type: mobilenet_v2}", [3, 224, 224], {}),
-    "densenet121": ("{type: densenet, depth: 121}", [3, 224, 224], {}),
-}
+from zoo_models import MODELS, write_config
 
 
 def pytorch_peak(name, batch, steps):
@@ -68,11 +60,8 @@ def pytorch_peak(name, batch, steps):
 
 
 def mnemo_peak(mnemo, name, batch, steps, tmp):
-    model, shape, _ = MODELS[name]
     cfg = os.path.join(tmp, f"{name}-b{batch}.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"model: {model}\ndata: {{source: synthetic, shape: {shape}, classes: 1000, batch: {batch}, size: 64}}\n"
-                "optimizer: {lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\ntrain: {steps: 1}\n")
+    write_config(cfg, name, batch)
     cmd = [mnemo, "bench", cfg, "--device", "cuda", "--memory", "share", "--order", "greedy", "--placement-seconds", "5",
            "--steps", str(steps), "--warmup", "1", "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
