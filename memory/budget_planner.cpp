@@ -25,6 +25,9 @@ namespace {
 constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
 constexpr int kKeepBackPoints = 7;  // budget: points along each keep-back path
+// budget: fill members: levels per doubling of live bytes, and members filled per level
+constexpr int kFillSteps = 8;
+constexpr int kFillBases = 2;
 // budget's fast solver: the time limit of its LP bound (CBC's limit is a quarter of it; Clp may not
 // stop at it; a bound is taken only from an LP solved to optimality, else the knapsack bound)
 constexpr double kBudgetLpSeconds = 60.0;
@@ -52,6 +55,78 @@ std::vector<int> with_tail(const CheckpointGraph& g, const std::vector<int>& kep
   for (int v = 1; v < T; ++v)
     if (k[v]) out.push_back(v);
   return out;
+}
+
+// Fill: from `base` (its light result `r`, live bytes within `cap`), the dropped nodes kept back,
+// the most recompute FLOPs per byte first, each while an estimate of the step's live bytes stays
+// within `cap`: a kept node adds its output bytes from its forward step to where backward
+// recomputed it (counting the steps its forward buffer was live anyway twice, and none of the
+// recomputation it saves: an overestimate, so the keeps fit together as they did one by one,
+// except for in-place chains the keep breaks). Returns the accepted nodes in acceptance order.
+std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const MirrorResult& r, bool inplace, int64_t cap) {
+  const Graph& g = r.training.graph;
+  const Liveness l = analyze_liveness(g, inplace, r.planned.plan.kernels);
+  const int steps = static_cast<int>(g.size());
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (const Buffer& b : l.buffers) live[b.start] += align_up(b.bytes), live[b.end + 1] -= align_up(b.bytes);
+  for (int s = 1; s <= steps; ++s) live[s] += live[s - 1];
+  std::vector<int> first_copy(fwd.size(), -1);  // forward node -> the step of its first recomputed copy
+  for (int id = r.training.num_forward; id < steps; ++id)
+    if (const Node& n = g.node(id); n.role == NodeRole::recompute && n.source >= 0 && n.source < static_cast<int>(fwd.size()) &&
+                                    first_copy[n.source] < 0)
+      first_copy[n.source] = id;
+  std::vector<std::pair<double, int>> dropped;
+  for (size_t v = 0; v < fwd.size(); ++v) {
+    const Node& node = fwd.node(static_cast<int>(v));
+    if (!base[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
+    double bytes = 0;
+    for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
+    dropped.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
+  }
+  std::sort(dropped.begin(), dropped.end());
+  std::vector<int> entries(l.buffers.size(), 0);  // entries stored in each buffer
+  for (const auto& outs : l.entry_buffer)
+    for (int b : outs)
+      if (b >= 0) ++entries[b];
+  std::vector<int> kept;
+  std::vector<std::pair<int, int64_t>> adds;  // (from step, bytes) up to the first copy
+  for (const auto& [key, v] : dropped) {
+    const int to = first_copy[v];
+    adds.clear();
+    const Node& node = fwd.node(v);
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
+      // its own buffer: live anyway up to its last forward reader; shared in place by a reader:
+      // that reader then needs a buffer of its own, so the bytes count from its forward step
+      const int from = b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v;
+      adds.push_back({from, align_up(node.outputs[j].bytes())});
+    }
+    bool fits = true;
+    for (const auto& [from, bytes] : adds)
+      for (int s = from; s < to && fits; ++s) fits = live[s] + bytes <= cap;
+    if (!fits) continue;
+    for (const auto& [from, bytes] : adds)
+      for (int s = from; s < to; ++s) live[s] += bytes;
+    kept.push_back(v);
+  }
+  return kept;
+}
+
+// `base` (its light result `r`; live bytes within `cap`) filled up to `cap`: fill_keeps' keeps,
+// checked exactly, and when their live bytes overshoot (broken in-place chains) the first half of
+// them, and so on. The plan and its light result; nullopt when nothing could be kept. (A second
+// round from the filled plan found nothing more on ResNet-56 and ResNet-152, at twice the cost.)
+std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const MirrorPlan& base, const MirrorResult& r,
+                                                           int64_t cap) {
+  const std::vector<int> keeps = fill_keeps(ctx.fwd, base, r, ctx.mode.alloc != AllocMode::none, cap);
+  for (size_t k = keeps.size(); k > 0; k /= 2) {
+    MirrorPlan m = base;
+    for (size_t j = 0; j < k; ++j) m[keeps[j]] = 0;
+    m = ctx.apply(views_follow(ctx.fwd, std::move(m)));
+    const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
+    if (rep.max_live_bytes <= cap) return std::make_pair(std::move(m), rep);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -246,6 +321,66 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     }
     const std::vector<MemoryReport> more = light(paths);
     for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
+  }
+  // Fill members (docs/MEMORY.md "The family"): at fixed live-bytes levels (a ladder from the
+  // family's least live bytes to keep-all's, kFillSteps a doubling, and the live bytes of each
+  // member no other beats in both live bytes and recompute), the kFillBases members of least
+  // recompute within the level, each filled up to it (fill_to). A fill at level L is kept only
+  // when its live bytes exceed the level below L, and only the levels up to the first one at or
+  // above the arena limit are filled: the families of two budgets are then nested (the smaller
+  // budget's is part of the larger's), and a fill only the larger budget's family has does not
+  // fit the smaller budget, so the choice is still monotone (docs/MEMORY.md).
+  {
+    const int64_t lo = std::min_element(reps.begin(), reps.end(), [](const MemoryReport& a, const MemoryReport& b) {
+                         return a.max_live_bytes < b.max_live_bytes;
+                       })->max_live_bytes;
+    const int64_t hi = reps[0].max_live_bytes;
+    std::vector<int64_t> levels;
+    for (int k = 1; lo > 0; ++k) {
+      const auto level = static_cast<int64_t>(static_cast<double>(lo) * std::pow(2.0, static_cast<double>(k) / kFillSteps));
+      if (level >= hi) break;
+      levels.push_back(level);
+    }
+    for (size_t i = 0; i < reps.size(); ++i) {
+      bool beaten = false;
+      for (size_t j = 0; j < reps.size() && !beaten; ++j)
+        beaten = reps[j].max_live_bytes <= reps[i].max_live_bytes && reps[j].recompute_flops <= reps[i].recompute_flops &&
+                 (reps[j].max_live_bytes < reps[i].max_live_bytes || reps[j].recompute_flops < reps[i].recompute_flops);
+      if (!beaten && reps[i].recompute_flops > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
+    }
+    std::sort(levels.begin(), levels.end());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    const auto top = std::lower_bound(levels.begin(), levels.end(), arena_limit);
+    if (top != levels.end()) levels.erase(top + 1, levels.end());
+    std::vector<size_t> by_recompute(plans.size());
+    std::iota(by_recompute.begin(), by_recompute.end(), size_t{0});
+    std::stable_sort(by_recompute.begin(), by_recompute.end(),
+                     [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+    struct Job {
+      size_t base;
+      int64_t level, below;
+    };
+    std::vector<Job> jobs;
+    std::map<size_t, MirrorResult> bases;
+    for (size_t l = 0; l < levels.size(); ++l) {
+      int taken = 0;
+      for (size_t i : by_recompute)
+        if (reps[i].max_live_bytes <= levels[l] && taken < kFillBases)
+          jobs.push_back({i, levels[l], l > 0 ? levels[l - 1] : lo}), bases.emplace(i, MirrorResult{}), ++taken;
+    }
+    std::vector<size_t> base_ids;
+    for (const auto& [i, r] : bases) base_ids.push_back(i);
+    parallel_each(base_ids.size(), [&](size_t k) { bases.at(base_ids[k]) = evaluate(plans[base_ids[k]], 0); });
+    std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs.size());
+    parallel_each(jobs.size(), [&](size_t j) { filled[j] = fill_to(ctx, plans[jobs[j].base], bases.at(jobs[j].base), jobs[j].level); });
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[j].below) continue;
+      if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
+      plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
+      SearchStep st;
+      st.origin = "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[jobs[j].base].kept_cuts;
+      log.push_back(st);
+    }
   }
   const int threads = std::max(1, omp_get_max_threads());
   // Packs the members of `order`, a batch of `threads` at a time, up to the first one `wanted`

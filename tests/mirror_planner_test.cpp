@@ -566,5 +566,51 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
   }
 }
 
+// Fill members (docs/MEMORY.md "The family"): a plan filled up to a level has live bytes within it,
+// the plan chosen at a member's own total never recomputes more than that member, a chosen fill
+// member computes bitwise what `none` computes, and a dense sweep (fills come and go with the
+// levels below the limit) stays monotone.
+TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
+  for (int i : {0, 4}) {  // ResNet, DenseNet-121
+    const Config c = model_config(i);
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const MirrorResult sub = plan_pipeline(c, p, "sublinear");
+    const MirrorResult at_sub = plan_pipeline(c, p, "budget=" + std::to_string(sub.planned.report.total_bytes));
+    EXPECT_LE(at_sub.planned.report.recompute_flops, sub.planned.report.recompute_flops) << kModels[i];
+    const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;
+    const int64_t least = at_sub.least_feasible;
+    double last_recompute = -1;
+    int64_t last_total = INT64_MAX;
+    int fills = 0, fills_chosen = 0;
+    bool ran = false;
+    const int points = 12;
+    for (int k = 0; k < points; ++k) {
+      const int64_t b = share_total - (share_total - least) * k / (points - 1);
+      const MirrorResult r = plan_pipeline(c, p, "budget=" + std::to_string(b), nullptr, true);
+      EXPECT_LE(r.planned.report.total_bytes, b) << kModels[i] << " budget " << b;
+      EXPECT_GE(r.planned.report.recompute_flops, last_recompute) << kModels[i] << " budget " << b;
+      EXPECT_LE(r.planned.report.total_bytes, last_total) << kModels[i] << " budget " << b;
+      last_recompute = r.planned.report.recompute_flops, last_total = r.planned.report.total_bytes;
+      for (const SearchStep& st : r.search) {
+        if (st.origin != "fill") continue;
+        ++fills;
+        EXPECT_LE(st.max_live_bytes, static_cast<int64_t>(st.budget)) << kModels[i] << ": a fill stays within its level";
+        if (!st.chosen) continue;
+        ++fills_chosen;
+        if (ran) continue;
+        ran = true;  // one chosen fill per model run: it computes what `none` computes
+        const Outputs ref = step(c, p, plan_pipeline(c, p, "none", nullptr, true));
+        const Outputs o = step(c, p, r);
+        ASSERT_EQ(o.values.size(), ref.values.size());
+        for (size_t v = 0; v < o.values.size(); ++v)
+          EXPECT_TRUE(bitwise_equal(o.values[v], ref.values[v])) << kModels[i] << " budget " << b << " output " << v;
+      }
+    }
+    std::printf("%s: %d fill members over %d budgets, %d chosen\n", kModels[i].c_str(), fills, points, fills_chosen);
+    EXPECT_GT(fills, 0) << kModels[i];
+    EXPECT_TRUE(ran) << kModels[i] << ": no budget of the sweep chose a fill member";
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::test
