@@ -15,6 +15,7 @@
 #include "memory/liveness.h"
 #include "memory/mirror_search.h"
 #include "memory/optimal_checkpoints.h"
+#include "memory/step_load.h"
 
 namespace mnemo {
 
@@ -70,6 +71,8 @@ std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const Mirr
   std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
   for (const Buffer& b : l.buffers) live[b.start] += align_up(b.bytes), live[b.end + 1] -= align_up(b.bytes);
   for (int s = 1; s <= steps; ++s) live[s] += live[s - 1];
+  live.pop_back();
+  StepLoad load(live);
   std::vector<int> first_copy(fwd.size(), -1);  // forward node -> the step of its first recomputed copy
   for (int id = r.training.num_forward; id < steps; ++id)
     if (const Node& n = g.node(id); n.role == NodeRole::recompute && n.source >= 0 && n.source < static_cast<int>(fwd.size()) &&
@@ -102,11 +105,10 @@ std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const Mirr
       adds.push_back({from, align_up(node.outputs[j].bytes())});
     }
     bool fits = true;
-    for (const auto& [from, bytes] : adds)
-      for (int s = from; s < to && fits; ++s) fits = live[s] + bytes <= cap;
+    for (const auto& [from, bytes] : adds) fits = fits && (from >= to || load.max(from, to - 1) + bytes <= cap);
     if (!fits) continue;
     for (const auto& [from, bytes] : adds)
-      for (int s = from; s < to; ++s) live[s] += bytes;
+      if (from < to) load.add(from, to - 1, bytes);
     kept.push_back(v);
   }
   return kept;

@@ -1,9 +1,11 @@
 // memory/: liveness, in-place, sharing, offsets; the validator on thousands of random DAGs; the
 // executor on planned arenas giving bitwise the results of the trivial plan.
+#include <algorithm>
 #include <random>
 
 #include "autograd/gradient.h"
 #include "memory/planner.h"
+#include "memory/step_load.h"
 #include "models/small_nets.h"
 #include "test_util.h"
 #include "train/session/param_store.h"
@@ -277,6 +279,28 @@ TEST(MemoryPlan, UnknownModeIsAClearError) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected none, inplace or share"), std::string::npos);
+  }
+}
+
+// StepLoad (budget's fills) against a plain array: random range adds and range maxima.
+TEST(StepLoad, RangeAddAndMaxMatchAPlainArray) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<int64_t> live(n);
+    for (int64_t& v : live) v = static_cast<int64_t>(rng() % 1000);
+    StepLoad load(live);
+    for (int op = 0; op < 200; ++op) {
+      int a = static_cast<int>(rng() % n), b = static_cast<int>(rng() % n);
+      if (a > b) std::swap(a, b);
+      if (rng() % 2) {
+        const int64_t bytes = static_cast<int64_t>(rng() % 500);
+        load.add(a, b, bytes);
+        for (int s = a; s <= b; ++s) live[s] += bytes;
+      } else {
+        ASSERT_EQ(load.max(a, b), *std::max_element(live.begin() + a, live.begin() + b + 1)) << "trial " << trial << " op " << op;
+      }
+    }
   }
 }
 
