@@ -327,7 +327,9 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // Fill members (docs/MEMORY.md "The family"): at fixed live-bytes levels (a ladder from the
   // family's least live bytes to keep-all's, kFillSteps a doubling, and the live bytes of each
   // member no other beats in both live bytes and recompute), the kFillBases members of least
-  // recompute within the level, each filled up to it (fill_to). A fill at level L is kept only
+  // recompute within the level, each filled up to it (fill_to), as it is and with the nodes that
+  // are cheap to recompute (drop-bn-relu's) dropped first: Chen's cuts keep block outputs that
+  // are a ReLU away from a convolution the fill can keep instead. A fill at level L is kept only
   // when its live bytes exceed the level below L, and only the levels up to the first one at or
   // above the arena limit are filled: the families of two budgets are then nested (the smaller
   // budget's is part of the larger's), and a fill only the larger budget's family has does not
@@ -359,28 +361,44 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
                      [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
     struct Job {
-      size_t base;
+      size_t start;  // 2 x the base member, + 1: with its cheap nodes dropped first
       int64_t level, below;
     };
     std::vector<Job> jobs;
-    std::map<size_t, MirrorResult> bases;
+    std::map<size_t, std::pair<MirrorPlan, MirrorResult>> starts;
     for (size_t l = 0; l < levels.size(); ++l) {
       int taken = 0;
       for (size_t i : by_recompute)
-        if (reps[i].max_live_bytes <= levels[l] && taken < kFillBases)
-          jobs.push_back({i, levels[l], l > 0 ? levels[l - 1] : lo}), bases.emplace(i, MirrorResult{}), ++taken;
+        if (reps[i].max_live_bytes <= levels[l] && taken < kFillBases) {
+          for (size_t c = 0; c < 2; ++c) jobs.push_back({2 * i + c, levels[l], l > 0 ? levels[l - 1] : lo}), starts[2 * i + c];
+          ++taken;
+        }
     }
-    std::vector<size_t> base_ids;
-    for (const auto& [i, r] : bases) base_ids.push_back(i);
-    parallel_each(base_ids.size(), [&](size_t k) { bases.at(base_ids[k]) = evaluate(plans[base_ids[k]], 0); });
+    const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
+    std::vector<size_t> start_ids;
+    for (const auto& [k, st] : starts) start_ids.push_back(k);
+    parallel_each(start_ids.size(), [&](size_t k) {
+      const size_t id = start_ids[k];
+      MirrorPlan m = plans[id / 2];
+      if (id % 2) {
+        for (size_t v = 0; v < m.size(); ++v)
+          if (cheap_nodes[v] && !m[v]) m[v] = 1;
+        m = apply(views_follow(fwd, std::move(m)));
+      }
+      MirrorResult r = evaluate(m, 0);
+      starts.at(id) = {std::move(m), std::move(r)};
+    });
     std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs.size());
-    parallel_each(jobs.size(), [&](size_t j) { filled[j] = fill_to(ctx, plans[jobs[j].base], bases.at(jobs[j].base), jobs[j].level); });
+    parallel_each(jobs.size(), [&](size_t j) {
+      const auto& [m, r] = starts.at(jobs[j].start);
+      if (r.planned.report.max_live_bytes <= jobs[j].level) filled[j] = fill_to(ctx, m, r, jobs[j].level);
+    });
     for (size_t j = 0; j < jobs.size(); ++j) {
       if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[j].below) continue;
       if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
       plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
       SearchStep st;
-      st.origin = "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[jobs[j].base].kept_cuts;
+      st.origin = "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[jobs[j].start / 2].kept_cuts;
       log.push_back(st);
     }
   }
