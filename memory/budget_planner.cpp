@@ -60,10 +60,11 @@ std::vector<int> with_tail(const CheckpointGraph& g, const std::vector<int>& kep
 
 // Fill: from `base` (its light result `r`, live bytes within `cap`), the dropped nodes kept back,
 // the most recompute FLOPs per byte first, each while an estimate of the step's live bytes stays
-// within `cap`: a kept node adds its output bytes from its forward step to where backward
-// recomputed it (counting the steps its forward buffer was live anyway twice, and none of the
-// recomputation it saves: an overestimate, so the keeps fit together as they did one by one,
-// except for in-place chains the keep breaks). Returns the accepted nodes in acceptance order.
+// within `cap`: a kept node adds its output bytes from where its forward buffer died (from its
+// forward step when a reader took that buffer over in place: the reader then needs a buffer of
+// its own) to where backward first recomputes it, and none of the recomputation it saves is
+// subtracted. An estimate from above but for what a broken in-place chain or a multi-output node
+// adds beside it, so fill_to plans the result exactly. Returns the keeps in acceptance order.
 std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const MirrorResult& r, bool inplace, int64_t cap) {
   const Graph& g = r.training.graph;
   const Liveness l = analyze_liveness(g, inplace, r.planned.plan.kernels);
@@ -99,8 +100,6 @@ std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const Mirr
     const Node& node = fwd.node(v);
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
-      // its own buffer: live anyway up to its last forward reader; shared in place by a reader:
-      // that reader then needs a buffer of its own, so the bytes count from its forward step
       const int from = b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v;
       adds.push_back({from, align_up(node.outputs[j].bytes())});
     }
