@@ -305,17 +305,8 @@ MirrorPlan views_follow(const Graph& fwd, MirrorPlan m) {
 }
 
 int budget_peak_gap(const TrainingGraph& tg, const Liveness& l) {
-  const int n = static_cast<int>(tg.graph.size());
-  std::vector<int64_t> delta(n + 1, 0);
-  for (const Buffer& b : l.buffers) {
-    if (b.workspace) continue;
-    delta[b.start] += align_up(b.bytes);
-    delta[std::min(n, b.end + 1)] -= align_up(b.bytes);
-  }
-  int64_t live = 0, peak = -1;
-  int at = 0;
-  for (int s = 0; s < n; ++s)
-    if ((live += delta[s]) > peak) peak = live, at = s;
+  const std::vector<int64_t> live = live_bytes_per_step(l, false, static_cast<int>(tg.graph.size()));
+  const int at = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());  // (the first peak step)
   if (at < tg.num_forward) return at;
   int k = 0;
   for (int id = tg.num_forward; id < at; ++id) k += tg.graph.node(id).role != NodeRole::recompute;

@@ -58,70 +58,100 @@ std::vector<int> with_tail(const CheckpointGraph& g, const std::vector<int>& kep
   return out;
 }
 
-// Fill: from `base` (its light result `r`, live bytes within `cap`), the dropped nodes kept back,
-// the most recompute FLOPs per byte first, each while an estimate of the step's live bytes stays
-// within `cap`: a kept node adds its output bytes from where its forward buffer died (from its
-// forward step when a reader took that buffer over in place: the reader then needs a buffer of
-// its own) to where backward first recomputes it, and none of the recomputation it saves is
-// subtracted. An estimate from above but for what a broken in-place chain or a multi-output node
-// adds beside it, so fill_to plans the result exactly. Returns the keeps in acceptance order.
-std::vector<int> fill_keeps(const Graph& fwd, const MirrorPlan& base, const MirrorResult& r, bool inplace, int64_t cap) {
+// The members of `among` (indices into `reps`) that no other of them beats in both live bytes and
+// recompute; of equal ones, the first.
+std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::vector<size_t>& among) {
+  std::vector<size_t> out;
+  for (size_t i : among) {
+    bool beaten = false;
+    for (size_t j : among) {
+      const MemoryReport &a = reps[i], &b = reps[j];
+      beaten = beaten || (j != i && b.max_live_bytes <= a.max_live_bytes && b.recompute_flops <= a.recompute_flops &&
+                          (b.max_live_bytes < a.max_live_bytes || b.recompute_flops < a.recompute_flops || j < i));
+    }
+    if (!beaten) out.push_back(i);
+  }
+  return out;
+}
+
+// Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
+// bytes at each step of its schedule, and its dropped nodes a fill may keep back, the most
+// recompute FLOPs per byte first. Prepared once and filled up to several levels.
+struct FillStart {
+  struct Candidate {
+    int node;
+    int to;                                      // the step of its first recomputed copy
+    std::vector<std::pair<int, int64_t>> adds;   // (from step, bytes) per output, up to `to`
+  };
+  MirrorPlan plan;
+  int64_t live_bytes = 0;
+  std::vector<int64_t> live;
+  std::vector<Candidate> candidates;
+};
+
+// A kept node adds its output bytes from where its forward buffer died (from its forward step when
+// a reader took that buffer over in place: the reader then needs a buffer of its own) to where
+// backward first recomputes it, and none of the recomputation it saves is subtracted: an estimate
+// from above but for what a broken in-place chain or a multi-output node adds beside it, so
+// fill_to plans the result exactly.
+FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
+  FillStart f;
+  const MirrorResult r = ctx.evaluate(plan, 0);
   const Graph& g = r.training.graph;
-  const Liveness l = analyze_liveness(g, inplace, r.planned.plan.kernels);
+  const Graph& fwd = ctx.fwd;
+  const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
   const int steps = static_cast<int>(g.size());
-  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
-  for (const Buffer& b : l.buffers) live[b.start] += align_up(b.bytes), live[b.end + 1] -= align_up(b.bytes);
-  for (int s = 1; s <= steps; ++s) live[s] += live[s - 1];
-  live.pop_back();
-  StepLoad load(live);
-  std::vector<int> first_copy(fwd.size(), -1);  // forward node -> the step of its first recomputed copy
+  f.live = live_bytes_per_step(l, true, steps);
+  f.live_bytes = r.planned.report.max_live_bytes;
+  std::vector<int> first_copy(fwd.size(), -1);
   for (int id = r.training.num_forward; id < steps; ++id)
     if (const Node& n = g.node(id); n.role == NodeRole::recompute && n.source >= 0 && n.source < static_cast<int>(fwd.size()) &&
                                     first_copy[n.source] < 0)
       first_copy[n.source] = id;
-  std::vector<std::pair<double, int>> dropped;
-  for (size_t v = 0; v < fwd.size(); ++v) {
-    const Node& node = fwd.node(static_cast<int>(v));
-    if (!base[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
-    double bytes = 0;
-    for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
-    dropped.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
-  }
-  std::sort(dropped.begin(), dropped.end());
   std::vector<int> entries(l.buffers.size(), 0);  // entries stored in each buffer
   for (const auto& outs : l.entry_buffer)
     for (int b : outs)
       if (b >= 0) ++entries[b];
-  std::vector<int> kept;
-  std::vector<std::pair<int, int64_t>> adds;  // (from step, bytes) up to the first copy
-  for (const auto& [key, v] : dropped) {
-    const int to = first_copy[v];
-    adds.clear();
+  std::vector<std::pair<double, int>> order;
+  for (size_t v = 0; v < fwd.size(); ++v) {
+    const Node& node = fwd.node(static_cast<int>(v));
+    if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
+    double bytes = 0;
+    for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
+    order.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [key, v] : order) {
+    FillStart::Candidate c{v, first_copy[v], {}};
     const Node& node = fwd.node(v);
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
-      const int from = b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v;
-      adds.push_back({from, align_up(node.outputs[j].bytes())});
+      c.adds.push_back({b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v, align_up(node.outputs[j].bytes())});
     }
-    bool fits = true;
-    for (const auto& [from, bytes] : adds) fits = fits && (from >= to || load.max(from, to - 1) + bytes <= cap);
-    if (!fits) continue;
-    for (const auto& [from, bytes] : adds)
-      if (from < to) load.add(from, to - 1, bytes);
-    kept.push_back(v);
+    f.candidates.push_back(std::move(c));
   }
-  return kept;
+  f.plan = std::move(plan);
+  return f;
 }
 
-// `base` (its light result `r`; live bytes within `cap`) filled up to `cap`: fill_keeps' keeps,
-// checked exactly, and when their live bytes overshoot (broken in-place chains) the first half of
-// them, and so on. The plan and its light result; nullopt when nothing could be kept. (A second
-// round from the filled plan found nothing more on ResNet-56 and ResNet-152, at twice the cost.)
-std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const MirrorPlan& base, const MirrorResult& r,
-                                                           int64_t cap) {
-  const std::vector<int> keeps = fill_keeps(ctx.fwd, base, r, ctx.mode.alloc != AllocMode::none, cap);
+// `start` (live bytes within `cap`) filled up to `cap`: its candidates kept back one by one while
+// the estimated live bytes stay within `cap`, then planned exactly, and when their live bytes
+// overshoot, the first half of the keeps, and so on. The plan and its light result; nullopt when
+// nothing could be kept. (A second round from the filled plan found nothing more on ResNet-56
+// and ResNet-152, at twice the cost.)
+std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap) {
+  StepLoad load(start.live);
+  std::vector<int> keeps;
+  for (const FillStart::Candidate& c : start.candidates) {
+    bool fits = true;
+    for (const auto& [from, bytes] : c.adds) fits = fits && (from >= c.to || load.max(from, c.to - 1) + bytes <= cap);
+    if (!fits) continue;
+    for (const auto& [from, bytes] : c.adds)
+      if (from < c.to) load.add(from, c.to - 1, bytes);
+    keeps.push_back(c.node);
+  }
   for (size_t k = keeps.size(); k > 0; k /= 2) {
-    MirrorPlan m = base;
+    MirrorPlan m = start.plan;
     for (size_t j = 0; j < k; ++j) m[keeps[j]] = 0;
     m = ctx.apply(views_follow(ctx.fwd, std::move(m)));
     const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
@@ -285,18 +315,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     const size_t base_members = plans.size();
     auto chen = [&](size_t i) { return log[i].origin == "sublinear" || log[i].origin == "recursive"; };
     const std::vector<size_t> same = first_equal(plans);
-    std::vector<size_t> bases;
-    for (size_t i = 0; i < base_members; ++i) {
-      if (!chen(i) || same[i] != i) continue;
-      bool beaten = false;
-      for (size_t j = 0; j < base_members && !beaten; ++j) {
-        if (j == i || !chen(j) || same[j] == same[i]) continue;
-        const MemoryReport &a = reps[i], &b = reps[j];
-        beaten = b.max_live_bytes <= a.max_live_bytes && b.recompute_flops <= a.recompute_flops &&
-                 (b.max_live_bytes < a.max_live_bytes || b.recompute_flops < a.recompute_flops || j < i);
-      }
-      if (!beaten) bases.push_back(i);
-    }
+    std::vector<size_t> chens;
+    for (size_t i = 0; i < base_members; ++i)
+      if (chen(i) && same[i] == i) chens.push_back(i);
+    const std::vector<size_t> bases = unbeaten(reps, chens);
     std::vector<MirrorPlan> paths;
     for (size_t p : bases) {
       const MirrorPlan& base = plans[p];
@@ -344,13 +366,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       if (level >= hi) break;
       levels.push_back(level);
     }
-    for (size_t i = 0; i < reps.size(); ++i) {
-      bool beaten = false;
-      for (size_t j = 0; j < reps.size() && !beaten; ++j)
-        beaten = reps[j].max_live_bytes <= reps[i].max_live_bytes && reps[j].recompute_flops <= reps[i].recompute_flops &&
-                 (reps[j].max_live_bytes < reps[i].max_live_bytes || reps[j].recompute_flops < reps[i].recompute_flops);
-      if (!beaten && reps[i].recompute_flops > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
-    }
+    std::vector<size_t> all(reps.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    for (size_t i : unbeaten(reps, all))
+      if (reps[i].recompute_flops > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
     std::sort(levels.begin(), levels.end());
     levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
     const auto top = std::lower_bound(levels.begin(), levels.end(), arena_limit);
@@ -359,45 +378,50 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::iota(by_recompute.begin(), by_recompute.end(), size_t{0});
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
                      [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+    // Starts: (member, with its cheap nodes dropped) -> index; jobs: (start, level, the level below).
+    std::map<std::pair<size_t, bool>, size_t> start_of;
     struct Job {
-      size_t start;  // 2 x the base member, + 1: with its cheap nodes dropped first
+      size_t start;
       int64_t level, below;
     };
     std::vector<Job> jobs;
-    std::map<size_t, std::pair<MirrorPlan, MirrorResult>> starts;
     for (size_t l = 0; l < levels.size(); ++l) {
       int taken = 0;
-      for (size_t i : by_recompute)
-        if (reps[i].max_live_bytes <= levels[l] && taken < kFillBases) {
-          for (size_t c = 0; c < 2; ++c) jobs.push_back({2 * i + c, levels[l], l > 0 ? levels[l - 1] : lo}), starts[2 * i + c];
-          ++taken;
+      for (size_t i : by_recompute) {
+        if (taken == kFillBases) break;
+        if (reps[i].max_live_bytes > levels[l]) continue;
+        ++taken;
+        for (bool cheap : {false, true}) {
+          const size_t next = start_of.size();
+          const size_t k = start_of.emplace(std::make_pair(i, cheap), next).first->second;
+          jobs.push_back({k, levels[l], l > 0 ? levels[l - 1] : lo});
         }
+      }
     }
     const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
-    std::vector<size_t> start_ids;
-    for (const auto& [k, st] : starts) start_ids.push_back(k);
-    parallel_each(start_ids.size(), [&](size_t k) {
-      const size_t id = start_ids[k];
-      MirrorPlan m = plans[id / 2];
-      if (id % 2) {
-        for (size_t v = 0; v < m.size(); ++v)
-          if (cheap_nodes[v] && !m[v]) m[v] = 1;
+    std::vector<std::pair<size_t, bool>> start_keys(start_of.size());
+    for (const auto& [key, k] : start_of) start_keys[k] = key;
+    std::vector<FillStart> starts(start_keys.size());
+    parallel_each(starts.size(), [&](size_t k) {
+      const auto [i, cheap] = start_keys[k];
+      MirrorPlan m = plans[i];
+      if (cheap) {
+        for (size_t v = 0; v < m.size(); ++v) m[v] = std::max(m[v], cheap_nodes[v]);
         m = apply(views_follow(fwd, std::move(m)));
       }
-      MirrorResult r = evaluate(m, 0);
-      starts.at(id) = {std::move(m), std::move(r)};
+      starts[k] = prepare_fill(ctx, std::move(m));
     });
     std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs.size());
     parallel_each(jobs.size(), [&](size_t j) {
-      const auto& [m, r] = starts.at(jobs[j].start);
-      if (r.planned.report.max_live_bytes <= jobs[j].level) filled[j] = fill_to(ctx, m, r, jobs[j].level);
+      const FillStart& st = starts[jobs[j].start];
+      if (st.live_bytes <= jobs[j].level) filled[j] = fill_to(ctx, st, jobs[j].level);
     });
     for (size_t j = 0; j < jobs.size(); ++j) {
       if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[j].below) continue;
       if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
       plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
       SearchStep st;
-      st.origin = "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[jobs[j].start / 2].kept_cuts;
+      st.origin = start_keys[jobs[j].start].second ? "fill+cheap" : "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[start_keys[jobs[j].start].first].kept_cuts;
       log.push_back(st);
     }
   }

@@ -2,6 +2,7 @@
 #include "memory/liveness.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/memory_plan.h"
 
@@ -106,20 +107,27 @@ Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const Pr
   return l;
 }
 
-int64_t max_live_bytes(const Liveness& l, bool include_workspace, int first_steps) {
-  if (l.buffers.empty()) return 0;
-  int steps = 0;
-  for (const Buffer& b : l.buffers) steps = std::max(steps, b.end + 1);
-  std::vector<int64_t> delta(steps + 1, 0);
-  for (const Buffer& b : l.buffers) {
-    if (b.workspace && !include_workspace) continue;
-    delta[b.start] += align_up(b.bytes);
-    delta[b.end + 1] -= align_up(b.bytes);
+std::vector<int64_t> live_bytes_per_step(const Liveness& l, bool include_workspace, int steps) {
+  if (steps < 0) {
+    steps = 0;
+    for (const Buffer& b : l.buffers) steps = std::max(steps, b.end + 1);
   }
-  int64_t live = 0, peak = 0;
-  if (first_steps >= 0) steps = std::min(steps, first_steps);
-  for (int s = 0; s < steps; ++s) peak = std::max(peak, live += delta[s]);
-  return peak;
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (const Buffer& b : l.buffers) {
+    if ((b.workspace && !include_workspace) || b.start >= steps) continue;
+    live[b.start] += align_up(b.bytes);
+    live[std::min(steps, b.end + 1)] -= align_up(b.bytes);
+  }
+  for (int s = 1; s < steps; ++s) live[s] += live[s - 1];
+  live.pop_back();
+  return live;
+}
+
+int64_t max_live_bytes(const Liveness& l, bool include_workspace, int first_steps) {
+  const std::vector<int64_t> live = live_bytes_per_step(l, include_workspace);
+  const size_t steps = first_steps >= 0 ? std::min(live.size(), static_cast<size_t>(first_steps)) : live.size();
+  return std::accumulate(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(steps), int64_t{0},
+                         [](int64_t a, int64_t b) { return std::max(a, b); });
 }
 
 }  // namespace mnemo

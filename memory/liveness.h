@@ -35,8 +35,12 @@ struct Liveness {
 Liveness analyze_liveness(const Graph& g, bool allow_inplace, std::span<const PreparedKernel> kernels,
                           std::span<const int> order = {});
 
-// max over steps of the sum of (256-aligned) bytes of the live buffers: a lower bound for any
-// arena that holds them. `first_steps` >= 0: over the first `first_steps` steps only.
+// Per step, the sum of (256-aligned) bytes of the live buffers; `steps` entries (< 0: up to the
+// last buffer's end; buffers beyond are cut off).
+std::vector<int64_t> live_bytes_per_step(const Liveness& l, bool include_workspace, int steps = -1);
+
+// max over steps of live_bytes_per_step: a lower bound for any arena that holds the buffers.
+// `first_steps` >= 0: over the first `first_steps` steps only.
 int64_t max_live_bytes(const Liveness& l, bool include_workspace, int first_steps = -1);
 
 }  // namespace mnemo

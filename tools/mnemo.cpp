@@ -223,7 +223,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       for (const mnemo::SearchStep& s : mr.search) {
-        const std::string param = s.origin == "sublinear" || s.origin == "fill" || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
+        const std::string param = s.origin == "sublinear" || s.origin.rfind("fill", 0) == 0 || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
                                       ? mnemo::format_bytes(static_cast<int64_t>(s.budget))
                                   : s.origin == "recursive" ? "depth " + std::to_string(static_cast<int>(s.budget))
                                   : s.origin == "keep-back" ? std::to_string(static_cast<int>(s.budget)) + " kept"
