@@ -10,7 +10,7 @@
 #                                    beside mnemo's planned and measured memory (tools/zoo_gpu_peaks.py)
 #   bash scripts/gpu-run.sh profile  ResNet-50's step per op: mnemo --profile beside torch.profiler
 #   bash scripts/gpu-run.sh cudnn    ResNet-50: PyTorch through cuDNN's graph API and its legacy one, beside mnemo (alternating)
-#   bash scripts/gpu-run.sh big      speed per memory mode; the 1001-layer ResNet under sublinear
+#   bash scripts/gpu-run.sh big      speed per memory mode (budget too); the 1001-layer ResNet under sublinear, captured and eager
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -94,12 +94,15 @@ case $part in
     ;;
   big)
     # Speed per memory mode on ResNet-50; what replaying the captured step saves on the LSTM.
-    for mode in none sublinear; do
-      run "bench-resnet50-imagenet-$mode" 100 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
+    # budget=0.5x: half of share's total, a filled member of the budget family (docs/MEMORY.md).
+    for mode in none sublinear budget=0.5x; do
+      run "bench-resnet50-imagenet-${mode//=/-}" 100 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory $mode --steps 10 --warmup 2 --json
     done
     run bench-lstm-paper-share-eager 100 $mnemo bench configs/lstm-paper.yaml --device cuda --memory share --steps 10 --warmup 2 --json --eager
     # The paper's headline: the 1001-layer ResNet, batch 32, 224x224, trains under sublinear (< 7 GB).
     run train-resnet1000-sublinear 240 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval
+    # The same launched node by node: what the captured graphs' instantiation adds to the measured memory.
+    run train-resnet1000-sublinear-eager 240 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval --eager
     ;;
   *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo or big)"; exit 2 ;;
 esac
