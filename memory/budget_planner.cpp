@@ -345,6 +345,51 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     const std::vector<MemoryReport> more = light(paths);
     for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
   }
+  const int threads = std::max(1, omp_get_max_threads());
+  // Packs the members of `order`, a batch of `threads` at a time, up to the first one `wanted`
+  // (asked with what is packed so far) declines; that batch is still packed. Packing more
+  // than needed changes nothing (the choice below looks at every packed member), so the
+  // choice does not depend on the thread count.
+  auto pack_in_order = [&](const std::vector<size_t>& order, const std::function<bool(size_t)>& wanted) {
+    for (size_t next = 0; next < order.size();) {
+      std::vector<size_t> batch;
+      bool more = true;
+      while (next < order.size() && static_cast<int>(batch.size()) < threads) {
+        if (!(more = wanted(order[next]))) break;
+        if (!packed.count(order[next])) batch.push_back(order[next]);
+        ++next;
+      }
+      pack(batch);
+      if (!more) return;
+    }
+  };
+  auto total_of = [&](size_t i) { return packed.at(i).planned.report.total_bytes; };
+  // The least recompute FLOPs that fits among the members so far; ties: the smaller total, then
+  // the earlier member. Members whose live bytes exceed the arena limit cannot fit; the others
+  // are packed by recompute until one fits (and those with its recompute, for the tie).
+  auto choose = [&]() {
+    std::vector<size_t> by_flops;
+    for (size_t i = 0; i < plans.size(); ++i)
+      if (reps[i].max_live_bytes <= arena_limit) by_flops.push_back(i);
+    std::stable_sort(by_flops.begin(), by_flops.end(), [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+    std::optional<size_t> chosen;
+    auto better = [&](size_t i) {
+      const MemoryReport& r = packed.at(i).planned.report;
+      if (r.total_bytes > limit) return false;
+      if (!chosen) return true;
+      const MemoryReport& c = packed.at(*chosen).planned.report;
+      return r.recompute_flops < c.recompute_flops || (r.recompute_flops == c.recompute_flops && r.total_bytes < c.total_bytes) ||
+             (r.recompute_flops == c.recompute_flops && r.total_bytes == c.total_bytes && i < *chosen);
+    };
+    pack_in_order(by_flops, [&](size_t i) {
+      for (const auto& [j, r] : packed)
+        if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
+      return !chosen || reps[i].recompute_flops <= packed.at(*chosen).planned.report.recompute_flops;
+    });
+    for (const auto& [j, r] : packed)
+      if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
+    return chosen;
+  };
   // Fill members (docs/MEMORY.md "The family"): at fixed live-bytes levels (a ladder from the
   // family's least live bytes to keep-all's, kFillSteps a doubling, and the live bytes of each
   // member no other beats in both live bytes and recompute), the kFillBases members of least
@@ -355,6 +400,12 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // above the arena limit are filled: the families of two budgets are then nested (the smaller
   // budget's is part of the larger's), and a fill only the larger budget's family has does not
   // fit the smaller budget, so the choice is still monotone (docs/MEMORY.md).
+  // The levels are filled from the top down, and the choice is made after each: a level whose
+  // knapsack bound (no plan with live bytes within it recomputes less) exceeds the recompute of
+  // the member chosen so far cannot give the choice, nor can any level below it, so they are
+  // not filled. The choice is the one the whole family gives (docs/MEMORY.md).
+  std::optional<size_t> chosen = choose();
+  int fill_levels = 0, skipped_levels = 0;
   {
     const int64_t lo = std::min_element(reps.begin(), reps.end(), [](const MemoryReport& a, const MemoryReport& b) {
                          return a.max_live_bytes < b.max_live_bytes;
@@ -378,13 +429,15 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::iota(by_recompute.begin(), by_recompute.end(), size_t{0});
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
                      [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
-    // Starts: (member, with its cheap nodes dropped) -> index; jobs: (start, level, the level below).
+    // Starts: (member, with its cheap nodes dropped) -> index, prepared when a level first needs
+    // them; jobs per level: (start, level, the level below).
     std::map<std::pair<size_t, bool>, size_t> start_of;
+    std::vector<std::pair<size_t, bool>> start_keys;
     struct Job {
       size_t start;
       int64_t level, below;
     };
-    std::vector<Job> jobs;
+    std::vector<std::vector<Job>> jobs(levels.size());
     for (size_t l = 0; l < levels.size(); ++l) {
       int taken = 0;
       for (size_t i : by_recompute) {
@@ -392,58 +445,52 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         if (reps[i].max_live_bytes > levels[l]) continue;
         ++taken;
         for (bool cheap : {false, true}) {
-          const size_t next = start_of.size();
-          const size_t k = start_of.emplace(std::make_pair(i, cheap), next).first->second;
-          jobs.push_back({k, levels[l], l > 0 ? levels[l - 1] : lo});
+          const auto [it, fresh] = start_of.emplace(std::make_pair(i, cheap), start_keys.size());
+          if (fresh) start_keys.push_back(it->first);
+          jobs[l].push_back({it->second, levels[l], l > 0 ? levels[l - 1] : lo});
         }
       }
     }
     const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
-    std::vector<std::pair<size_t, bool>> start_keys(start_of.size());
-    for (const auto& [key, k] : start_of) start_keys[k] = key;
-    std::vector<FillStart> starts(start_keys.size());
-    parallel_each(starts.size(), [&](size_t k) {
-      const auto [i, cheap] = start_keys[k];
-      MirrorPlan m = plans[i];
-      if (cheap) {
-        for (size_t v = 0; v < m.size(); ++v) m[v] = std::max(m[v], cheap_nodes[v]);
-        m = apply(views_follow(fwd, std::move(m)));
+    std::vector<std::optional<FillStart>> starts(start_keys.size());
+    const TrainingGraph& keep_training = packed.at(0).training;
+    for (size_t l = levels.size(); l-- > 0;) {
+      if (chosen && !mode.budget_fill_every_level && budget_lower_bound(fwd, keep_training, levels[l]) > reps[*chosen].recompute_flops * (1 + 1e-9)) {
+        skipped_levels = static_cast<int>(l) + 1;
+        break;
       }
-      starts[k] = prepare_fill(ctx, std::move(m));
-    });
-    std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs.size());
-    parallel_each(jobs.size(), [&](size_t j) {
-      const FillStart& st = starts[jobs[j].start];
-      if (st.live_bytes <= jobs[j].level) filled[j] = fill_to(ctx, st, jobs[j].level);
-    });
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[j].below) continue;
-      if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
-      plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
-      SearchStep st;
-      st.origin = start_keys[jobs[j].start].second ? "fill+cheap" : "fill", st.budget = static_cast<double>(jobs[j].level), st.kept_cuts = log[start_keys[jobs[j].start].first].kept_cuts;
-      log.push_back(st);
+      ++fill_levels;
+      std::vector<size_t> todo;
+      for (const Job& job : jobs[l])
+        if (!starts[job.start] && std::find(todo.begin(), todo.end(), job.start) == todo.end()) todo.push_back(job.start);
+      parallel_each(todo.size(), [&](size_t k) {
+        const auto [i, cheap] = start_keys[todo[k]];
+        MirrorPlan m = plans[i];
+        if (cheap) {
+          for (size_t v = 0; v < m.size(); ++v) m[v] = std::max(m[v], cheap_nodes[v]);
+          m = apply(views_follow(fwd, std::move(m)));
+        }
+        starts[todo[k]] = prepare_fill(ctx, std::move(m));
+      });
+      std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs[l].size());
+      parallel_each(jobs[l].size(), [&](size_t j) {
+        const FillStart& st = *starts[jobs[l][j].start];
+        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level);
+      });
+      bool added = false;
+      for (size_t j = 0; j < jobs[l].size(); ++j) {
+        if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[l][j].below) continue;
+        if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
+        plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
+        SearchStep st;
+        st.origin = start_keys[jobs[l][j].start].second ? "fill+cheap" : "fill", st.budget = static_cast<double>(jobs[l][j].level);
+        st.kept_cuts = log[start_keys[jobs[l][j].start].first].kept_cuts;
+        log.push_back(st);
+        added = true;
+      }
+      if (added) chosen = choose();
     }
   }
-  const int threads = std::max(1, omp_get_max_threads());
-  // Packs the members of `order`, a batch of `threads` at a time, up to the first one `wanted`
-  // (asked with what is packed so far) declines; that batch is still packed. Packing more
-  // than needed changes nothing (the choice below looks at every packed member), so the
-  // choice does not depend on the thread count.
-  auto pack_in_order = [&](const std::vector<size_t>& order, const std::function<bool(size_t)>& wanted) {
-    for (size_t next = 0; next < order.size();) {
-      std::vector<size_t> batch;
-      bool more = true;
-      while (next < order.size() && static_cast<int>(batch.size()) < threads) {
-        if (!(more = wanted(order[next]))) break;
-        if (!packed.count(order[next])) batch.push_back(order[next]);
-        ++next;
-      }
-      pack(batch);
-      if (!more) return;
-    }
-  };
-  auto total_of = [&](size_t i) { return packed.at(i).planned.report.total_bytes; };
   // The least total: members by live bytes, packed until the next one's live bytes reach the
   // least arena found (its arena cannot be smaller).
   std::vector<size_t> by_live(plans.size());
@@ -465,29 +512,6 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     MNEMO_FAIL() << "memory mode '" << mode.name << "': no plan fits in " << format_bytes(limit) << " (" << limit
                  << " bytes); the least total found is " << format_bytes(least) << " (" << least << " bytes, a "
                  << log[*least_total].origin << " plan): use budget=" << least << " or more";
-  // The least recompute FLOPs that fits; ties: the smaller total, then the earlier member.
-  // Members whose live bytes exceed the arena limit cannot fit; the others are packed by
-  // recompute until one fits (and those with its recompute, for the tie).
-  std::vector<size_t> by_flops;
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (reps[i].max_live_bytes <= arena_limit) by_flops.push_back(i);
-  std::stable_sort(by_flops.begin(), by_flops.end(), [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
-  std::optional<size_t> chosen;
-  auto better = [&](size_t i) {
-    const MemoryReport& r = packed.at(i).planned.report;
-    if (r.total_bytes > limit) return false;
-    if (!chosen) return true;
-    const MemoryReport& c = packed.at(*chosen).planned.report;
-    return r.recompute_flops < c.recompute_flops || (r.recompute_flops == c.recompute_flops && r.total_bytes < c.total_bytes) ||
-           (r.recompute_flops == c.recompute_flops && r.total_bytes == c.total_bytes && i < *chosen);
-  };
-  pack_in_order(by_flops, [&](size_t i) {
-    for (const auto& [j, r] : packed)
-      if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
-    return !chosen || reps[i].recompute_flops <= packed.at(*chosen).planned.report.recompute_flops;
-  });
-  for (const auto& [j, r] : packed)
-    if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
   MNEMO_ASSERT(chosen) << "budget: the least total fits, so some member does";
   for (size_t i = 0; i < plans.size(); ++i) {
     SearchStep& st = log[i];
@@ -563,6 +587,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
   best.budget_bytes = limit;
   best.least_feasible = least;
+  best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels;
   best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
                        : !programme ? std::string("no programme (it models the default schedule order): knapsack bound")
                        : mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family), bound: programme " + eb.status

@@ -51,6 +51,9 @@ struct MemoryMode {
   // not monotone in SIZE: see docs/MEMORY.md).
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
+  // budget: fill every live-bytes level, also those whose bound shows they cannot give the choice
+  // (the same choice, more work; for tests)
+  bool budget_fill_every_level = false;
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
   ScheduleOrder order = ScheduleOrder::default_order;
   double order_seconds = 10;
@@ -101,6 +104,8 @@ struct MirrorResult {
   double search_seconds = 0;       // optimal: division tree + max-term loop, before exact plans
   int64_t budget_bytes = -1;       // budget: the bound the plan had to meet
   int64_t least_feasible = -1;     // budget: the least exact total among the family
+  int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
+  int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
   double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
