@@ -418,6 +418,47 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
   return rep;
 }
 
+// A start built around the heaviest step (the first of equal ones): the buffers live there
+// stacked from offset 0, the longest lived lowest (earlier start first on ties), then the
+// others by best fit, in whichever of the three orders gives the least arena. In a training
+// step most buffers live at the peak are values saved for backward, made in forward order and
+// freed in the reverse order: nested lifetimes, which this stack keeps in one piece at every
+// step (a buffer's neighbours above it die before it), so the others find their room above it;
+// longest first rather than earliest first, as a few are not nested (a gradient living from the
+// peak to late in backward) and must not sit on top of the stack. On ResNet-152's budget=0.5x
+// plan it is at the live-bytes bound as it is, where the searches from best fit stopped 0.02%
+// above it after 5 s (the BatchNorm statistics, tiny and live through the whole step, ended on
+// top).
+std::vector<int64_t> stacked_at_peak(const std::vector<Buffer>& items) {
+  auto last = [](const Buffer& b) { return b.workspace ? b.start : b.end; };
+  int steps = 0;
+  for (const Buffer& b : items) steps = std::max(steps, last(b) + 1);
+  std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
+  for (const Buffer& b : items) delta[b.start] += size_of(b), delta[last(b) + 1] -= size_of(b);
+  int peak = 0;
+  for (int t = 1; t < steps; ++t) {
+    delta[t] += delta[t - 1];  // (now the load at t)
+    if (delta[t] > delta[peak]) peak = t;
+  }
+  std::vector<int> at_peak;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].start <= peak && last(items[i]) >= peak) at_peak.push_back(static_cast<int>(i));
+  std::stable_sort(at_peak.begin(), at_peak.end(), [&](int a, int b) {
+    const int la = last(items[a]) - items[a].start, lb = last(items[b]) - items[b].start;
+    return la != lb ? la > lb : items[a].start < items[b].start;
+  });
+  std::vector<int64_t> best;
+  int64_t best_arena = -1;
+  for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
+    std::vector<int64_t> o(items.size(), -1);
+    int64_t top = 0;
+    for (int i : at_peak) o[i] = top, top += size_of(items[i]);
+    const int64_t arena = pack_intervals(items, o, by);
+    if (best_arena < 0 || arena < best_arena) best = std::move(o), best_arena = arena;
+  }
+  return best;
+}
+
 }  // namespace
 
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds) {
@@ -435,6 +476,8 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
     pack_intervals(items, o, by);
     if (std::find(starts.begin(), starts.end(), o) == starts.end()) starts.push_back(std::move(o));
   }
+  if (std::vector<int64_t> o = stacked_at_peak(items); std::find(starts.begin(), starts.end(), o) == starts.end())
+    starts.push_back(std::move(o));
   PlacementReport rep;
   for (size_t i = 0; i < items.size(); ++i) rep.start_bytes = std::max(rep.start_bytes, offsets[i] + size_of(items[i]));
   rep.arena_bytes = rep.start_bytes;

@@ -3,7 +3,7 @@
 # best fit alone (--placement-seconds 0) and of the exact placement (the config's time limit, 5 s
 # unless it sets placement_seconds), their fragmentation against the live-bytes bound, the proven
 # least arena, what the placement reached and its time.
-#   python3 tools/placement_table.py [--modes share,sublinear,optimal] [--order ORDER] CONFIG...
+#   python3 tools/placement_table.py [--modes share,sublinear,optimal] [--order ORDER] [--mnemo BINARY] CONFIG...
 #   (run from the repository root, after scripts/build.sh)
 import argparse, json, subprocess
 
@@ -11,11 +11,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("configs", nargs="+")
 ap.add_argument("--modes", default="share,sublinear,optimal")
 ap.add_argument("--order", default="default")
+ap.add_argument("--mnemo", default="./build/mnemo")
 a = ap.parse_args()
 
 
 def plan(cfg, mode, seconds):
-    cmd = ["./build/mnemo", "plan", cfg, "--memory", mode, "--order", a.order, "--json"]
+    cmd = [a.mnemo, "plan", cfg, "--memory", mode, "--order", a.order, "--json"]
     if seconds is not None:
         cmd += ["--placement-seconds", str(seconds)]
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["modes"][0]
