@@ -32,8 +32,8 @@ struct PlacementReport {
 };
 
 // Improves the packing `offsets` (one per buffer, each >= 0) of `items` within `seconds`,
-// searching from it and from best fit in pack_intervals' three orders (the first at the bound
-// ends it). `live_bytes`: a lower bound of the arena, normally max_live_bytes of the items.
+// searching from it, from best fit in pack_intervals' three orders and from the buffers live at
+// the heaviest step stacked longest-lived lowest (the first at the bound ends it). `live_bytes`: a lower bound of the arena, normally max_live_bytes of the items.
 // The report's status is placement_status(arena, live_bytes, bound).
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
 
