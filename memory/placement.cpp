@@ -430,21 +430,15 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
 // above it after 5 s (the BatchNorm statistics, tiny and live through the whole step, ended on
 // top).
 std::vector<int64_t> stacked_at_peak(const std::vector<Buffer>& items) {
-  auto last = [](const Buffer& b) { return b.workspace ? b.start : b.end; };
-  int steps = 0;
-  for (const Buffer& b : items) steps = std::max(steps, last(b) + 1);
-  std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
-  for (const Buffer& b : items) delta[b.start] += size_of(b), delta[last(b) + 1] -= size_of(b);
-  int peak = 0;
-  for (int t = 1; t < steps; ++t) {
-    delta[t] += delta[t - 1];  // (now the load at t)
-    if (delta[t] > delta[peak]) peak = t;
-  }
+  Liveness l;
+  l.buffers = items;
+  const std::vector<int64_t> load = live_bytes_per_step(l, true);
+  const int peak = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
   std::vector<int> at_peak;
   for (size_t i = 0; i < items.size(); ++i)
-    if (items[i].start <= peak && last(items[i]) >= peak) at_peak.push_back(static_cast<int>(i));
+    if (items[i].start <= peak && items[i].end >= peak) at_peak.push_back(static_cast<int>(i));
   std::stable_sort(at_peak.begin(), at_peak.end(), [&](int a, int b) {
-    const int la = last(items[a]) - items[a].start, lb = last(items[b]) - items[b].start;
+    const int la = items[a].end - items[a].start, lb = items[b].end - items[b].start;
     return la != lb ? la > lb : items[a].start < items[b].start;
   });
   std::vector<int64_t> best;

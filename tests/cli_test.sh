@@ -40,6 +40,8 @@ expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/res
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
 expect plan-budget 0 'budget .*the least recompute whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+expect plan-budget-fills 0 'fills: [0-9]+ live-bytes levels filled from the top; [0-9]+ below them not filled' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+expect plan-budget-fills-json 0 '"fill_levels_skipped": [0-9]+' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x --json
 # One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
 expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2
 expect plan-ranks-buckets 0 'all-reduce: [0-9]+ bucket\(s\) of at most 1048576 bytes' -- "$mnemo" plan "$cfg" --memory share --ranks 2
