@@ -2,6 +2,11 @@
 """Step time of two mnemo binaries on one config, in alternating rounds (A, B, A, B, ...).
 
     tools/ab_bench.py OLD NEW CONFIG [--rounds R] [--steps N] [--warmup K] [--memory MODE] [--threads T]
+    tools/ab_bench.py OLD NEW CONFIG --plan --memory MODE [--rounds R]
+
+With --plan the time compared is the planning time of `mnemo plan CONFIG --memory MODE --json`
+(its `planning_seconds`: the mirror plan and the memory plan with its exact placement), and each
+run's placement status, fragmentation, recompute FLOPs and total bytes are printed beside it.
 
 Each round runs `OLD bench CONFIG --json` then `NEW bench ...` (the order swaps every round, so a
 trend in machine speed hits both), and prints every round's median step times and their ratio
@@ -25,21 +30,40 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--memory", default="")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--plan", action="store_true", help="compare planning times (mnemo plan) instead of step times")
     args = p.parse_args()
     if args.rounds < 1 or args.steps < 1:
         sys.exit("ab_bench: --rounds and --steps must be >= 1")
+    if args.plan and not args.memory:
+        sys.exit("ab_bench: --plan needs --memory MODE")
+    binary = {"old": args.old, "new": args.new}
+    if args.plan:
+        print(f"{args.config}, --memory {args.memory}: planning seconds per run")
+        print("| round | order | old s | new s | new/old | old placement | new placement | same plan |")
+        print("|---|---|---|---|---|---|---|---|")
+    else:
+        print(f"{args.config}, {args.threads} threads, {args.steps} steps per run, median step time per run")
+        print("| round | order | old s/step | new s/step | new/old |")
+        print("|---|---|---|---|---|")
     ratios = []
-    print(f"{args.config}, {args.threads} threads, {args.steps} steps per run, median step time per run")
-    print("| round | order | old s/step | new s/step | new/old |")
-    print("|---|---|---|---|---|")
     for r in range(args.rounds):
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
-        t = {}
+        rep, t = {}, {}
         for which in order:
-            t[which] = mnemo_run.bench(args.old if which == "old" else args.new, args.config, "ab_bench", args.memory, args.steps, args.warmup,
-                                       args.threads)["step_seconds_median"]
+            if args.plan:
+                rep[which] = mnemo_run.plan(binary[which], args.config, args.memory, "ab_bench")
+                t[which] = rep[which]["planning_seconds"]
+            else:
+                t[which] = mnemo_run.bench(binary[which], args.config, "ab_bench", args.memory, args.steps, args.warmup,
+                                           args.threads)["step_seconds_median"]
         ratios.append(t["new"] / t["old"])
-        print(f"| {r + 1} | {' then '.join(order)} | {t['old']:.4f} | {t['new']:.4f} | {ratios[-1]:.3f} |")
+        line = f"| {r + 1} | {' then '.join(order)} | {t['old']:.4f} | {t['new']:.4f} | {ratios[-1]:.3f} |"
+        if args.plan:
+            def placed(m):
+                return f"{m['placement']}, {100 * m['fragmentation']:.4f}%"
+            same = all(rep["old"][k] == rep["new"][k] for k in ("recompute_flops", "max_live_bytes"))
+            line += f" {placed(rep['old'])} | {placed(rep['new'])} | {'yes' if same else 'NO'} |"
+        print(line, flush=True)
     print(f"\nmedian new/old over {args.rounds} rounds: {statistics.median(ratios):.3f} "
           f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
 
