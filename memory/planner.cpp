@@ -2,7 +2,9 @@
 #include "memory/planner.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "memory/placement.h"
@@ -26,30 +28,10 @@ const char* alloc_mode_name(AllocMode m) {
 }
 
 int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by, int64_t give_up_above) {
-  const size_t n = items.size();
-  offsets.resize(n, -1);
-  auto size_of = [&](size_t i) { return align_up(std::max<int64_t>(items[i].bytes, 1)); };
-  // Placed items kept sorted by offset, each with its lifetime and size inline, so each new item
-  // scans one contiguous array in address order (no sorting of its time-overlapping neighbours,
-  // no jumps into `items`). (Indexing the placed items by time buckets instead was slower: the
-  // largest items, placed first, are the long-lived ones, listed in most buckets.)
-  struct Placed {
-    int64_t offset, end_offset;
-    int start, end;
-    bool operator<(const Placed& o) const { return offset < o.offset; }
-  };
-  std::vector<Placed> placed;
+  offsets.resize(items.size(), -1);
   std::vector<size_t> order;
-  int64_t top = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (offsets[i] >= 0) {
-      placed.push_back({offsets[i], offsets[i] + size_of(i), items[i].start, items[i].end});
-      top = std::max(top, offsets[i] + size_of(i));
-    } else {
-      order.push_back(i);
-    }
-  }
-  std::stable_sort(placed.begin(), placed.end());
+  for (size_t i = 0; i < items.size(); ++i)
+    if (offsets[i] < 0) order.push_back(i);
   // Largest first (or longest lived, or largest bytes x steps); among equals, largest, then
   // earliest first (stable: deterministic plans).
   auto steps = [&](size_t i) { return static_cast<int64_t>(items[i].end) - items[i].start + 1; };
@@ -66,23 +48,70 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
     if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
     return items[a].start < items[b].start;
   });
+  return pack_intervals_in_order(items, offsets, order, give_up_above);
+}
+
+int64_t pack_intervals_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, const std::vector<size_t>& order,
+                                int64_t give_up_above) {
+  static_assert(std::endian::native == std::endian::little, "the flags below are read 8 at a time, the first in the low byte");
+  const size_t n = items.size();
+  offsets.resize(n, -1);
+  auto size_of = [&](size_t i) { return align_up(std::max<int64_t>(items[i].bytes, 1)); };
+  // Placed items kept sorted by offset, as parallel arrays: each new item first flags the ones
+  // that meet it in time from their lifetimes alone (a branch-free pass the compiler vectorises;
+  // about 1/4 of the placed items meet it on a training step's buffers), then visits only those,
+  // in address order, 8 flags a word. (An array of structs scanned with a branch per item took
+  // 1.75x as long on the 1001-layer ResNet's 9463 buffers; indexing the placed items by time
+  // buckets was slower still: the largest items, placed first, are the long-lived ones, listed in
+  // most buckets.)
+  std::vector<int> p_start, p_end;
+  std::vector<int64_t> p_offset, p_top;
+  int64_t top = 0;
+  {
+    std::vector<size_t> fixed;
+    for (size_t i = 0; i < n; ++i)
+      if (offsets[i] >= 0) fixed.push_back(i);
+    std::stable_sort(fixed.begin(), fixed.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+    for (size_t i : fixed) {
+      p_start.push_back(items[i].start), p_end.push_back(items[i].end);
+      p_offset.push_back(offsets[i]), p_top.push_back(offsets[i] + size_of(i));
+      top = std::max(top, offsets[i] + size_of(i));
+    }
+  }
+  for (size_t k : order) MNEMO_ASSERT(k < n && offsets[k] < 0) << "pack_intervals_in_order: item " << k << " is not one to place";
+  std::vector<uint8_t> meets;
   for (size_t k : order) {
     const Buffer& it = items[k];
     const int64_t size = size_of(k);
+    const int first = it.start, last = it.end;
+    const size_t placed = p_offset.size();
+    meets.assign((placed + 7) / 8 * 8, 0);  // (whole words of 8 flags, the padding 0)
+    const int* ps = p_start.data();
+    const int* pe = p_end.data();
+    uint8_t* flag = meets.data();
+    for (size_t j = 0; j < placed; ++j) flag[j] = static_cast<uint8_t>((ps[j] <= last) & (first <= pe[j]));
     // Best fit: the smallest gap between time-overlapping neighbours that holds the item; else
     // the first free offset above them.
     int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-    for (const Placed& p : placed) {
-      if (p.start > it.end || it.start > p.end) continue;
-      if (p.offset > cursor && p.offset - cursor >= size && p.offset - cursor < best_gap) best = cursor, best_gap = p.offset - cursor;
-      cursor = std::max(cursor, p.end_offset);
+    for (size_t w = 0; w < meets.size(); w += 8) {
+      uint64_t bits;
+      std::memcpy(&bits, flag + w, 8);
+      while (bits) {
+        const size_t j = w + static_cast<size_t>(std::countr_zero(bits)) / 8;
+        bits &= bits - 1;
+        const int64_t gap = p_offset[j] - cursor;
+        if (gap >= size && gap < best_gap) best = cursor, best_gap = gap;
+        cursor = std::max(cursor, p_top[j]);
+      }
     }
     const int64_t at = best >= 0 ? best : cursor;
     offsets[k] = at;
     top = std::max(top, at + size);
     if (give_up_above >= 0 && top > give_up_above) return top;  // (offsets incomplete)
-    const Placed entry{at, at + size, it.start, it.end};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry), entry);
+    // After the placed items at or below `at` (equal offsets: in placing order).
+    const auto pos = std::upper_bound(p_offset.begin(), p_offset.end(), at) - p_offset.begin();
+    p_start.insert(p_start.begin() + pos, it.start), p_end.insert(p_end.begin() + pos, it.end);
+    p_offset.insert(p_offset.begin() + pos, at), p_top.insert(p_top.begin() + pos, at + size);
   }
   return top;
 }

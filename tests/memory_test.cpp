@@ -210,6 +210,53 @@ TEST(MemoryPlan, PackIntervalsInEveryOrderIsValidAndGivesUpAboveTheLimit) {
   }
 }
 
+// pack_intervals_in_order against best fit written out plainly (the placed items that meet the
+// new one in time, in address order; the smallest gap between them that holds it, the lowest of
+// equal ones, else the first offset above them all): the same offsets, exactly, with some items
+// fixed beforehand, the others placed in a random order, and some left out (they stay -1).
+TEST(MemoryPlan, PackIntervalsInOrderIsBestFitAsDefined) {
+  std::mt19937 rng(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<Buffer> items(1 + rng() % 60);
+    for (Buffer& b : items) {
+      b.start = static_cast<int>(rng() % 40);
+      b.end = b.start + static_cast<int>(rng() % 15);
+      b.bytes = 1 + static_cast<int64_t>(rng() % 5000);
+    }
+    std::vector<int64_t> off(items.size(), -1);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const unsigned what = rng() % 8;
+      if (what == 0) off[i] = 256 * static_cast<int64_t>(rng() % 40);  // fixed beforehand
+      else if (what != 1) order.push_back(i);                          // to place; what == 1: left out
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int64_t> want = off;
+    int64_t want_top = 0;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (want[i] >= 0) want_top = std::max(want_top, want[i] + align_up(items[i].bytes));
+    for (size_t k : order) {
+      std::vector<std::pair<int64_t, int64_t>> meets;  // (offset, end) of placed items meeting k
+      for (size_t j = 0; j < items.size(); ++j)
+        if (want[j] >= 0 && items[j].start <= items[k].end && items[k].start <= items[j].end)
+          meets.push_back({want[j], want[j] + align_up(items[j].bytes)});
+      std::stable_sort(meets.begin(), meets.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      const int64_t size = align_up(items[k].bytes);
+      int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
+      for (const auto& [o, e] : meets) {
+        if (o - cursor >= size && o - cursor < best_gap) best = cursor, best_gap = o - cursor;
+        cursor = std::max(cursor, e);
+      }
+      want[k] = best >= 0 ? best : cursor;
+      want_top = std::max(want_top, want[k] + size);
+    }
+    std::vector<int64_t> got = off;
+    const int64_t top = pack_intervals_in_order(items, got, order);
+    ASSERT_EQ(got, want) << "trial " << trial;
+    ASSERT_EQ(top, want_top) << "trial " << trial;
+  }
+}
+
 // share's plan is the best of the class passes and three joint packings: valid, never above the
 // class passes alone, never below the live-bytes bound, and marked joint exactly when smaller.
 // (The gains on real networks are in docs/MEMORY.md "Layout of the arena".)
