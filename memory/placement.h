@@ -32,10 +32,20 @@ struct PlacementReport {
 };
 
 // Improves the packing `offsets` (one per buffer, each >= 0) of `items` within `seconds`,
-// searching from it, from best fit in pack_intervals' three orders and from the buffers live at
-// the heaviest step stacked longest-lived lowest (the first at the bound ends it). `live_bytes`: a lower bound of the arena, normally max_live_bytes of the items.
+// searching from it and from placement_starts (the first at the bound ends it). `live_bytes`: a
+// lower bound of the arena, normally max_live_bytes of the items.
 // The report's status is placement_status(arena, live_bytes, bound).
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
+
+// The packings place_exactly searches from beside the one given, each named: best fit in
+// pack_intervals' three orders, and the buffers live at the heaviest step stacked longest-lived
+// lowest with the others placed by best fit or outward from that step (docs/MEMORY.md "Starts
+// built at the peak"). Exposed for tests.
+struct PlacementStart {
+  std::string name;
+  std::vector<int64_t> offsets;
+};
+std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items);
 
 // "at the live-bytes bound" (arena <= live_bytes: optimal), "optimal" (arena <= a bound proven
 // above the live bytes) or "time limit".
