@@ -38,9 +38,9 @@ struct PlacementReport {
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
 
 // The packings place_exactly searches from beside the one given, each named: best fit in
-// pack_intervals' three orders, and the buffers live at the heaviest step stacked longest-lived
-// lowest with the others placed by best fit or outward from that step (docs/MEMORY.md "Starts
-// built at the peak"). Exposed for tests.
+// pack_intervals' three orders, and the buffers live at the heaviest step stacked (the longest
+// lived lowest, or the latest ending lowest) with the others placed around them by best fit
+// (docs/MEMORY.md "Starts built at the peak"). Exposed for tests.
 struct PlacementStart {
   std::string name;
   std::vector<int64_t> offsets;

@@ -27,32 +27,12 @@ const char* alloc_mode_name(AllocMode m) {
   return "?";
 }
 
-int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by, int64_t give_up_above) {
-  offsets.resize(items.size(), -1);
-  std::vector<size_t> order;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (offsets[i] < 0) order.push_back(i);
-  // Largest first (or longest lived, or largest bytes x steps); among equals, largest, then
-  // earliest first (stable: deterministic plans).
-  auto steps = [&](size_t i) { return static_cast<int64_t>(items[i].end) - items[i].start + 1; };
-  auto key = [&](size_t i) {
-    switch (by) {
-      case PackOrder::lifetime: return steps(i);
-      case PackOrder::area: return items[i].bytes * steps(i);
-      case PackOrder::size: break;
-    }
-    return items[i].bytes;
-  };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (key(a) != key(b)) return key(a) > key(b);
-    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
-    return items[a].start < items[b].start;
-  });
-  return pack_intervals_in_order(items, offsets, order, give_up_above);
-}
+namespace {
 
-int64_t pack_intervals_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, const std::vector<size_t>& order,
-                                int64_t give_up_above) {
+// pack_intervals with the placing order given (each item once, each with offset < 0; `offsets`
+// sized).
+int64_t pack_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, const std::vector<size_t>& order,
+                      int64_t give_up_above) {
   static_assert(std::endian::native == std::endian::little, "the flags below are read 8 at a time, the first in the low byte");
   const size_t n = items.size();
   offsets.resize(n, -1);
@@ -78,7 +58,6 @@ int64_t pack_intervals_in_order(const std::vector<Buffer>& items, std::vector<in
       top = std::max(top, offsets[i] + size_of(i));
     }
   }
-  for (size_t k : order) MNEMO_ASSERT(k < n && offsets[k] < 0) << "pack_intervals_in_order: item " << k << " is not one to place";
   std::vector<uint8_t> meets;
   for (size_t k : order) {
     const Buffer& it = items[k];
@@ -114,6 +93,32 @@ int64_t pack_intervals_in_order(const std::vector<Buffer>& items, std::vector<in
     p_offset.insert(p_offset.begin() + pos, at), p_top.insert(p_top.begin() + pos, at + size);
   }
   return top;
+}
+
+}  // namespace
+
+int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by, int64_t give_up_above) {
+  offsets.resize(items.size(), -1);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (offsets[i] < 0) order.push_back(i);
+  // Largest first (or longest lived, or largest bytes x steps); among equals, largest, then
+  // earliest first (stable: deterministic plans).
+  auto steps = [&](size_t i) { return static_cast<int64_t>(items[i].end) - items[i].start + 1; };
+  auto key = [&](size_t i) {
+    switch (by) {
+      case PackOrder::lifetime: return steps(i);
+      case PackOrder::area: return items[i].bytes * steps(i);
+      case PackOrder::size: break;
+    }
+    return items[i].bytes;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (key(a) != key(b)) return key(a) > key(b);
+    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+    return items[a].start < items[b].start;
+  });
+  return pack_in_order(items, offsets, order, give_up_above);
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,

@@ -64,9 +64,4 @@ enum class PackOrder { size, lifetime, area };
 int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by = PackOrder::size,
                        int64_t give_up_above = -1);
 
-// pack_intervals placing the items of `order` (each once, each with offset < 0) in that order;
-// items with offset < 0 not listed stay unplaced.
-int64_t pack_intervals_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, const std::vector<size_t>& order,
-                                int64_t give_up_above = -1);
-
 }  // namespace mnemo

@@ -210,11 +210,11 @@ TEST(MemoryPlan, PackIntervalsInEveryOrderIsValidAndGivesUpAboveTheLimit) {
   }
 }
 
-// pack_intervals_in_order against best fit written out plainly (the placed items that meet the
-// new one in time, in address order; the smallest gap between them that holds it, the lowest of
-// equal ones, else the first offset above them all): the same offsets, exactly, with some items
-// fixed beforehand, the others placed in a random order, and some left out (they stay -1).
-TEST(MemoryPlan, PackIntervalsInOrderIsBestFitAsDefined) {
+// pack_intervals against best fit written out plainly (items in the order's key, then larger,
+// then earlier; each at the smallest gap between the placed items that meet it in time, in
+// address order, that holds it, the lowest of equal ones, else the first offset above them all):
+// the same offsets, exactly, in every order, with some items fixed beforehand.
+TEST(MemoryPlan, PackIntervalsIsBestFitAsDefined) {
   std::mt19937 rng(29);
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<Buffer> items(1 + rng() % 60);
@@ -223,37 +223,45 @@ TEST(MemoryPlan, PackIntervalsInOrderIsBestFitAsDefined) {
       b.end = b.start + static_cast<int>(rng() % 15);
       b.bytes = 1 + static_cast<int64_t>(rng() % 5000);
     }
-    std::vector<int64_t> off(items.size(), -1);
-    std::vector<size_t> order;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const unsigned what = rng() % 8;
-      if (what == 0) off[i] = 256 * static_cast<int64_t>(rng() % 40);  // fixed beforehand
-      else if (what != 1) order.push_back(i);                          // to place; what == 1: left out
-    }
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<int64_t> want = off;
-    int64_t want_top = 0;
-    for (size_t i = 0; i < items.size(); ++i)
-      if (want[i] >= 0) want_top = std::max(want_top, want[i] + align_up(items[i].bytes));
-    for (size_t k : order) {
-      std::vector<std::pair<int64_t, int64_t>> meets;  // (offset, end) of placed items meeting k
-      for (size_t j = 0; j < items.size(); ++j)
-        if (want[j] >= 0 && items[j].start <= items[k].end && items[k].start <= items[j].end)
-          meets.push_back({want[j], want[j] + align_up(items[j].bytes)});
-      std::stable_sort(meets.begin(), meets.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      const int64_t size = align_up(items[k].bytes);
-      int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
-      for (const auto& [o, e] : meets) {
-        if (o - cursor >= size && o - cursor < best_gap) best = cursor, best_gap = o - cursor;
-        cursor = std::max(cursor, e);
+    std::vector<int64_t> fixed(items.size(), -1);
+    for (int64_t& o : fixed)
+      if (rng() % 8 == 0) o = 256 * static_cast<int64_t>(rng() % 40);
+    for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
+      auto key = [&](size_t i) {
+        const int64_t steps = items[i].end - items[i].start + 1;
+        return by == PackOrder::size ? items[i].bytes : by == PackOrder::lifetime ? steps : items[i].bytes * steps;
+      };
+      std::vector<size_t> order;
+      for (size_t i = 0; i < items.size(); ++i)
+        if (fixed[i] < 0) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (key(a) != key(b)) return key(a) > key(b);
+        return items[a].bytes != items[b].bytes ? items[a].bytes > items[b].bytes : items[a].start < items[b].start;
+      });
+      std::vector<int64_t> want = fixed;
+      int64_t want_top = 0;
+      for (size_t i = 0; i < items.size(); ++i)
+        if (want[i] >= 0) want_top = std::max(want_top, want[i] + align_up(items[i].bytes));
+      for (size_t k : order) {
+        std::vector<std::pair<int64_t, int64_t>> meets;  // (offset, end) of the placed items meeting k
+        for (size_t j = 0; j < items.size(); ++j)
+          if (want[j] >= 0 && items[j].start <= items[k].end && items[k].start <= items[j].end)
+            meets.push_back({want[j], want[j] + align_up(items[j].bytes)});
+        std::sort(meets.begin(), meets.end());
+        const int64_t size = align_up(items[k].bytes);
+        int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
+        for (const auto& [o, e] : meets) {
+          if (o - cursor >= size && o - cursor < best_gap) best = cursor, best_gap = o - cursor;
+          cursor = std::max(cursor, e);
+        }
+        want[k] = best >= 0 ? best : cursor;
+        want_top = std::max(want_top, want[k] + size);
       }
-      want[k] = best >= 0 ? best : cursor;
-      want_top = std::max(want_top, want[k] + size);
+      std::vector<int64_t> got = fixed;
+      const int64_t top = pack_intervals(items, got, by);
+      ASSERT_EQ(got, want) << "trial " << trial;
+      ASSERT_EQ(top, want_top) << "trial " << trial;
     }
-    std::vector<int64_t> got = off;
-    const int64_t top = pack_intervals_in_order(items, got, order);
-    ASSERT_EQ(got, want) << "trial " << trial;
-    ASSERT_EQ(top, want_top) << "trial " << trial;
   }
 }
 
