@@ -433,12 +433,13 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
 //     after 5 s (the BatchNorm statistics, tiny and live through the whole step, ended on top).
 //   - the latest end lowest (earlier start first on ties): the buffers that die first after the
 //     peak are on top, so the room they leave is one piece at the top, where the buffers made
-//     after the peak go. On the 1001-layer ResNet's budget=0.3x plan (blocks 3/40/131/3, 9463
-//     buffers) and the fused LSTM's and NASNet's sublinear plans it is at the bound as it is; the
-//     first stack was 0.13%, 0.88% and 1.06% above it, and the searches stopped 0.016%, 0.19% and
-//     0.03% above it after 5 s. (Tried and not kept: the others placed outward from the peak,
-//     workspaces first, then nearest the peak first: at the bound on the 1001-layer plan but on
-//     none that this start misses; stacking by start: 50% larger arenas.)
+//     after the peak go. On the budget=0.3x plan of a ResNet of 5005 forward nodes (blocks
+//     3/40/131/3, 9463 buffers) and the fused LSTM's and NASNet's sublinear plans it is at the
+//     bound as it is; the first stack was 0.13%, 0.88% and 1.06% above it, and the searches
+//     stopped 0.016%, 0.19% and 0.03-0.27% above it after 5 s. (Tried and not kept: the others
+//     placed outward from the peak, workspaces first, then nearest the peak first: at the bound
+//     on the 5005-node plan but on none that this start misses; stacking by start: 50% larger
+//     arenas.)
 std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items) {
   Liveness l;
   l.buffers = items;
@@ -448,12 +449,12 @@ std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items) {
   for (size_t i = 0; i < items.size(); ++i)
     if (items[i].start <= peak && items[i].end >= peak) at_peak.push_back(static_cast<int>(i));
   std::vector<PlacementStart> starts;
-  for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
+  for (const auto& [by, name] : {std::pair{PackOrder::size, "best fit, largest first"},
+                                 std::pair{PackOrder::lifetime, "best fit, longest lived first"},
+                                 std::pair{PackOrder::area, "best fit, largest bytes x steps first"}}) {
     std::vector<int64_t> o(items.size(), -1);
     pack_intervals(items, o, by);
-    starts.push_back({by == PackOrder::size ? "best fit, largest first" : by == PackOrder::lifetime ? "best fit, longest lived first"
-                                                                                                   : "best fit, largest area first",
-                      std::move(o)});
+    starts.push_back({name, std::move(o)});
   }
   auto stacked = [&](const std::string& name, auto lower) {
     std::vector<int> order = at_peak;
@@ -484,8 +485,8 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
   // 858.5 MiB; the live bytes are 853.8 MiB): the packing given, then best fit in the three
   // orders of pack_intervals, then the two starts stacked at the peak (placement_starts), each
   // gets an equal share of the time left; a bound proven on one holds for all (the same
-  // buffers), and the first arena at the bound ends it. (Half the time split and the rest to the start that got lowest: 59 of 78 plans
-  // at the bound instead of 65.)
+  // buffers), and the first arena at the bound ends it. (Half the time split and the rest to the
+  // start that got lowest: 59 of 78 plans at the bound instead of 65.)
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<std::vector<int64_t>> starts = {offsets};

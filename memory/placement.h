@@ -40,7 +40,7 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
 // The packings place_exactly searches from beside the one given, each named: best fit in
 // pack_intervals' three orders, and the buffers live at the heaviest step stacked (the longest
 // lived lowest, or the latest ending lowest) with the others placed around them by best fit
-// (docs/MEMORY.md "Starts built at the peak"). Exposed for tests.
+// (docs/MEMORY.md "Exact placement"). Exposed for tests.
 struct PlacementStart {
   std::string name;
   std::vector<int64_t> offsets;

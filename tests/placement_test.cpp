@@ -158,6 +158,14 @@ TEST(Placement, TheStartStackedAtThePeakReachesTheBoundOfAFilledBudgetPlan) {
   const MemoryReport& f = fit.planned.report;
   const MemoryReport& e = exact.planned.report;
   EXPECT_GT(f.arena_bytes, f.max_live_bytes);  // (the case this test is about)
+  const Liveness l = analyze_liveness(fit.training.graph, true, fit.planned.plan.kernels);
+  bool seen = false;
+  for (const PlacementStart& st : placement_starts(l.buffers)) {
+    if (st.name != "stacked at the peak, longest lived lowest") continue;
+    seen = true;
+    EXPECT_EQ(checked_arena(l.buffers, st.offsets), f.max_live_bytes);
+  }
+  EXPECT_TRUE(seen);
   validate_plan(exact.training.graph, exact.planned.plan);
   EXPECT_EQ(exact.planned.plan.arena_bytes, e.arena_bytes);
   EXPECT_EQ(e.arena_bytes, e.max_live_bytes);
@@ -195,6 +203,7 @@ TEST(Placement, TheStartWithTheLatestEndLowestIsAtTheBound) {
     const MirrorResult exact = plan_pipeline(c, p, mode, nullptr, true);
     ASSERT_EQ(fit.mirror, exact.mirror);
     validate_plan(exact.training.graph, exact.planned.plan);
+    EXPECT_EQ(exact.planned.plan.arena_bytes, exact.planned.report.arena_bytes);
     EXPECT_EQ(exact.planned.report.arena_bytes, live);
     EXPECT_EQ(exact.planned.report.placement, "at the live-bytes bound");
   }

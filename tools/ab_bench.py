@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Step time of two mnemo binaries on one config, in alternating rounds (A, B, A, B, ...).
+"""Step time (or planning time) of two mnemo binaries on one config, in alternating rounds (A, B, A, B, ...).
 
     tools/ab_bench.py OLD NEW CONFIG [--rounds R] [--steps N] [--warmup K] [--memory MODE] [--threads T]
-    tools/ab_bench.py OLD NEW CONFIG --plan --memory MODE [--rounds R]
+    tools/ab_bench.py OLD NEW CONFIG --plan --memory MODE [--rounds R] [--threads T]
 
 With --plan the time compared is the planning time of `mnemo plan CONFIG --memory MODE --json`
-(its `planning_seconds`: the mirror plan and the memory plan with its exact placement), and each
-run's placement status, fragmentation, recompute FLOPs and total bytes are printed beside it.
+(its `planning_seconds`: the mirror plan and the memory plan with its exact placement, on
+OMP_NUM_THREADS=T threads), and each run's placement status and fragmentation are printed beside
+it, with whether both chose the same plan (equal recompute FLOPs and live bytes); --steps and
+--warmup do not apply.
 
 Each round runs `OLD bench CONFIG --json` then `NEW bench ...` (the order swaps every round, so a
 trend in machine speed hits both), and prints every round's median step times and their ratio
@@ -51,7 +53,7 @@ def main():
         rep, t = {}, {}
         for which in order:
             if args.plan:
-                rep[which] = mnemo_run.plan(binary[which], args.config, args.memory, "ab_bench")
+                rep[which] = mnemo_run.plan(binary[which], args.config, args.memory, "ab_bench", args.threads)
                 t[which] = rep[which]["planning_seconds"]
             else:
                 t[which] = mnemo_run.bench(binary[which], args.config, "ab_bench", args.memory, args.steps, args.warmup,

@@ -24,6 +24,8 @@ def bench(mnemo, config, who, memory="", steps=10, warmup=2, threads=2, batch=0)
     return json.loads(run(cmd, who, env).strip().splitlines()[-1])
 
 
-def plan(mnemo, config, memory, who):
-    """The report of one memory mode from `mnemo plan CONFIG --memory MODE --json`."""
-    return json.loads(run([mnemo, "plan", config, "--memory", memory, "--json"], who))["modes"][0]
+def plan(mnemo, config, memory, who, threads=None):
+    """The report of one memory mode from `mnemo plan CONFIG --memory MODE --json` (with
+    OMP_NUM_THREADS=threads when given)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    return json.loads(run([mnemo, "plan", config, "--memory", memory, "--json"], who, env))["modes"][0]
