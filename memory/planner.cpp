@@ -27,35 +27,44 @@ const char* alloc_mode_name(AllocMode m) {
   return "?";
 }
 
-namespace {
-
-// pack_intervals with the placing order given (each item once, each with offset < 0; `offsets`
-// one per item).
-int64_t pack_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, const std::vector<size_t>& order,
-                      int64_t give_up_above) {
+int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by, int64_t give_up_above) {
   static_assert(std::endian::native == std::endian::little, "the flags below are read 8 at a time, the first in the low byte");
   const size_t n = items.size();
+  offsets.resize(n, -1);
   auto size_of = [&](size_t i) { return align_up(std::max<int64_t>(items[i].bytes, 1)); };
+  std::vector<size_t> order, fixed;  // the items to place, and those placed already
+  for (size_t i = 0; i < n; ++i) (offsets[i] < 0 ? order : fixed).push_back(i);
+  // Largest first (or longest lived, or largest bytes x steps); among equals, largest, then
+  // earliest first (stable: deterministic plans).
+  auto steps = [&](size_t i) { return static_cast<int64_t>(items[i].end) - items[i].start + 1; };
+  auto key = [&](size_t i) {
+    switch (by) {
+      case PackOrder::lifetime: return steps(i);
+      case PackOrder::area: return items[i].bytes * steps(i);
+      case PackOrder::size: break;
+    }
+    return items[i].bytes;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (key(a) != key(b)) return key(a) > key(b);
+    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+    return items[a].start < items[b].start;
+  });
   // Placed items kept sorted by offset, as parallel arrays: each new item first flags the ones
   // that meet it in time from their lifetimes alone (a branch-free pass the compiler vectorises;
   // about 1/4 of the placed items meet it on a training step's buffers), then visits only those,
   // in address order, 8 flags a word. (An array of structs scanned with a branch per item took
-  // 1.75x as long on the 9463 buffers of a 5005-node ResNet's budget plan; indexing the placed items by time
-  // buckets was slower still: the largest items, placed first, are the long-lived ones, listed in
-  // most buckets.)
+  // 1.75x as long on the 9463 buffers of a 5005-node ResNet's budget plan; indexing the placed
+  // items by time buckets was slower still: the largest items, placed first, are the long-lived
+  // ones, listed in most buckets.)
   std::vector<int> p_start, p_end;
   std::vector<int64_t> p_offset, p_top;
   int64_t top = 0;
-  {
-    std::vector<size_t> fixed;
-    for (size_t i = 0; i < n; ++i)
-      if (offsets[i] >= 0) fixed.push_back(i);
-    std::stable_sort(fixed.begin(), fixed.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
-    for (size_t i : fixed) {
-      p_start.push_back(items[i].start), p_end.push_back(items[i].end);
-      p_offset.push_back(offsets[i]), p_top.push_back(offsets[i] + size_of(i));
-      top = std::max(top, offsets[i] + size_of(i));
-    }
+  std::stable_sort(fixed.begin(), fixed.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+  for (size_t i : fixed) {
+    p_start.push_back(items[i].start), p_end.push_back(items[i].end);
+    p_offset.push_back(offsets[i]), p_top.push_back(offsets[i] + size_of(i));
+    top = std::max(top, offsets[i] + size_of(i));
   }
   std::vector<uint8_t> meets;
   for (size_t k : order) {
@@ -92,32 +101,6 @@ int64_t pack_in_order(const std::vector<Buffer>& items, std::vector<int64_t>& of
     p_offset.insert(p_offset.begin() + pos, at), p_top.insert(p_top.begin() + pos, at + size);
   }
   return top;
-}
-
-}  // namespace
-
-int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, PackOrder by, int64_t give_up_above) {
-  offsets.resize(items.size(), -1);
-  std::vector<size_t> order;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (offsets[i] < 0) order.push_back(i);
-  // Largest first (or longest lived, or largest bytes x steps); among equals, largest, then
-  // earliest first (stable: deterministic plans).
-  auto steps = [&](size_t i) { return static_cast<int64_t>(items[i].end) - items[i].start + 1; };
-  auto key = [&](size_t i) {
-    switch (by) {
-      case PackOrder::lifetime: return steps(i);
-      case PackOrder::area: return items[i].bytes * steps(i);
-      case PackOrder::size: break;
-    }
-    return items[i].bytes;
-  };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (key(a) != key(b)) return key(a) > key(b);
-    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
-    return items[a].start < items[b].start;
-  });
-  return pack_in_order(items, offsets, order, give_up_above);
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,

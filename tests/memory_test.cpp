@@ -172,18 +172,25 @@ TEST(MemoryPlan, SharingReusesDeadBuffersAndReportsFragmentation) {
   EXPECT_EQ(none.arena_bytes, 10 * 256);
 }
 
+// 1 to `most` buffers, each starting at a step below `steps`, living 1 to `longest` steps, of 1 to
+// `bytes` bytes.
+std::vector<Buffer> random_intervals(std::mt19937& rng, unsigned most, unsigned steps, unsigned longest, unsigned bytes) {
+  std::vector<Buffer> items(1 + rng() % most);
+  for (Buffer& b : items) {
+    b.start = static_cast<int>(rng() % steps);
+    b.end = b.start + static_cast<int>(rng() % longest);
+    b.bytes = 1 + static_cast<int64_t>(rng() % bytes);
+  }
+  return items;
+}
+
 // pack_intervals in every order on random intervals: no two items live at the same step overlap,
 // the arena is at least the live-bytes bound and holds every item; `give_up_above` stops early
 // with a size above it exactly when the full packing would exceed it.
 TEST(MemoryPlan, PackIntervalsInEveryOrderIsValidAndGivesUpAboveTheLimit) {
   std::mt19937 rng(17);
   for (int trial = 0; trial < 200; ++trial) {
-    std::vector<Buffer> items(1 + rng() % 40);
-    for (Buffer& b : items) {
-      b.start = static_cast<int>(rng() % 30);
-      b.end = b.start + static_cast<int>(rng() % 10);
-      b.bytes = 1 + static_cast<int64_t>(rng() % 4096);
-    }
+    const std::vector<Buffer> items = random_intervals(rng, 40, 30, 10, 4096);
     Liveness l;
     l.buffers = items;
     const int64_t bound = max_live_bytes(l, true);
@@ -217,12 +224,7 @@ TEST(MemoryPlan, PackIntervalsInEveryOrderIsValidAndGivesUpAboveTheLimit) {
 TEST(MemoryPlan, PackIntervalsIsBestFitAsDefined) {
   std::mt19937 rng(29);
   for (int trial = 0; trial < 300; ++trial) {
-    std::vector<Buffer> items(1 + rng() % 60);
-    for (Buffer& b : items) {
-      b.start = static_cast<int>(rng() % 40);
-      b.end = b.start + static_cast<int>(rng() % 15);
-      b.bytes = 1 + static_cast<int64_t>(rng() % 5000);
-    }
+    const std::vector<Buffer> items = random_intervals(rng, 60, 40, 15, 5000);
     std::vector<int64_t> fixed(items.size(), -1);
     for (int64_t& o : fixed)
       if (rng() % 8 == 0) o = 256 * static_cast<int64_t>(rng() % 40);
