@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 namespace mnemo {
 namespace {
@@ -53,10 +54,14 @@ int Builder::add_node(int id, NodeRole role, int source, const std::string& name
   Node& n = g_.node(id);
   n.role = role;
   n.source = source;
+  scheduled_.push_back(false);
+  if (n.name.empty()) {  // added by autograd (names deferred)
+    g_.name_unnamed(id, name);
+    return id;
+  }
   std::string unique = name;
   for (int i = 1; g_.find(unique) >= 0 && g_.find(unique) != id; ++i) unique = name + "_" + std::to_string(i);
   g_.rename(id, unique);
-  scheduled_.push_back(false);
   return id;
 }
 
@@ -143,6 +148,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
       if (needs[e.node] && is_float(fwd_.type(e).dtype)) needs[v] = true;
 
   make_mirrors();
+  g_.defer_names(true);  // every node autograd adds is named by add_node right after
   for (const Seed& s : seeds) {
     MNEMO_CHECK(fwd_.type(s.entry) == fwd_.type(s.gradient))
         << "seed for '" << fwd_.node(s.entry.node).name << "' has type " << fwd_.type(s.gradient).str()
@@ -211,24 +217,19 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     }
   }
 
-  std::vector<int> new_id(g_.size(), -1);
-  TrainingGraph tg;
-  for (size_t v = 0; v < nf_; ++v) new_id[v] = static_cast<int>(v);
-  int next = static_cast<int>(nf_);
+  // The scratch graph becomes the training graph: the forward nodes, then the schedule (nodes
+  // built but never scheduled are dropped). Its outputs and state updates name forward nodes,
+  // which keep their ids.
+  std::vector<int> order(nf_);
+  std::iota(order.begin(), order.end(), 0);
   for (int id : order_)
-    if (id >= static_cast<int>(nf_)) new_id[id] = next++;
-  // (The scratch graph is not used again: its nodes are moved, not copied.)
-  for (size_t v = 0; v < nf_; ++v) tg.graph.push(std::move(g_.node(static_cast<int>(v))));
-  for (int id : order_) {
-    if (id < static_cast<int>(nf_)) continue;
-    Node n = std::move(g_.node(id));
-    for (EntryRef& e : n.inputs) e.node = new_id[e.node];
-    tg.graph.push(std::move(n));
-  }
+    if (id >= static_cast<int>(nf_)) order.push_back(id);
+  g_.defer_names(false);
+  const std::vector<int> new_id = g_.permute(order);
+  TrainingGraph tg;
+  tg.graph = std::move(g_);
   auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
   tg.num_forward = static_cast<int>(nf_);
-  tg.graph.outputs = fwd_.outputs;
-  tg.graph.state_updates = fwd_.state_updates;
   if (loss.valid()) {
     tg.loss = loss;
     if (std::find(tg.graph.outputs.begin(), tg.graph.outputs.end(), loss) == tg.graph.outputs.end())

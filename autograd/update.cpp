@@ -45,64 +45,68 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   std::vector<std::vector<int>> after(n);  // node -> updates placed right after it, in grads order
   for (size_t k = 0; k < tg.grads.size(); ++k) after[pos[k]].push_back(static_cast<int>(k));
 
-  // What is read of the old nodes after they are moved into the new graph.
-  std::vector<std::string> param_name(tg.grads.size()), state_name(old.state_updates.size());
-  std::vector<TensorType> param_type(tg.grads.size());
-  for (size_t k = 0; k < tg.grads.size(); ++k)
-    param_name[k] = old.node(tg.grads[k].param).name, param_type[k] = old.node(tg.grads[k].param).outputs[0];
-  for (size_t k = 0; k < old.state_updates.size(); ++k) state_name[k] = old.node(old.state_updates[k].param).name;
-
-  TrainingGraph out;
-  Graph& g = out.graph;
-  g.reserve(static_cast<size_t>(n) + 2 * tg.grads.size() + old.state_updates.size() + 2);
-  std::vector<int> new_id(n, -1);
-  auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
-  EntryRef lr, status;
+  // The new nodes are appended to the graph, then everything is put in place at once
+  // (Graph::permute: no node copied, no name hashed again).
+  Graph& g = tg.graph;
+  // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
+  const DType dt = tg.grads.empty() ? DType::f32 : g.type({tg.grads[0].param, 0}).dtype;
+  std::vector<int> at_forward_end;  // placed right after the forward nodes
+  const EntryRef lr = g.input("optimizer/lr", TensorType{dt, {1}});
+  at_forward_end.push_back(lr.node);
   std::vector<int> velocity(tg.grads.size(), -1);
-  for (int v = 0; v < n; ++v) {
-    Node node = std::move(tg.graph.node(v));  // (moved: the old graph is replaced below)
-    for (EntryRef& e : node.inputs) e = remap(e);
-    new_id[v] = g.push(std::move(node));
-    if (v == forward_end) {
-      // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
-      const DType dt = tg.grads.empty() ? DType::f32 : param_type[0].dtype;
-      lr = g.input("optimizer/lr", TensorType{dt, {1}});
-      for (size_t k = 0; k < tg.grads.size(); ++k) velocity[k] = g.param("velocity/" + param_name[k], param_type[k], false).node;
-      status = g.add1("finite_check", {remap(tg.loss)}, {}, "optimizer/loss_check");
-      g.node(status.node).role = NodeRole::backward;
-      g.node(status.node).source = tg.loss.node;
-    }
+  for (size_t k = 0; k < tg.grads.size(); ++k) {
+    const Node& param = g.node(tg.grads[k].param);  // (a deque: adding nodes moves no other)
+    velocity[k] = g.param("velocity/" + param.name, param.outputs[0], false).node;
+    at_forward_end.push_back(velocity[k]);
+  }
+  EntryRef status = g.add1("finite_check", {tg.loss}, {}, "optimizer/loss_check");
+  g.node(status.node).role = NodeRole::backward;
+  g.node(status.node).source = tg.loss.node;
+  at_forward_end.push_back(status.node);
+  std::vector<std::vector<int>> updates_after(n);
+  for (int v = 0; v < n; ++v)
     for (int k : after[v]) {
       const ParamGrad& pg = tg.grads[k];
-      const std::string& name = param_name[k];
-      const int u = g.add("sgd_update", {remap({pg.param, 0}), remap(pg.grad), {velocity[k], 0}, lr, status},
+      const int u = g.add("sgd_update", {{pg.param, 0}, pg.grad, {velocity[k], 0}, lr, status},
                           {{"momentum", spec.momentum}, {"weight_decay", spec.weight_decay}, {"index", int64_t{k + 1}}},
-                          name + "/update");
+                          g.node(pg.param).name + "/update");
       g.node(u).role = NodeRole::backward;
       g.node(u).source = pg.param;
       status = {u, 2};
+      updates_after[v].push_back(u);
     }
+  std::vector<EntryRef> grads, outputs;  // (sorted: a search over the gradients per output was quadratic)
+  for (const ParamGrad& pg : tg.grads) grads.push_back(pg.grad);
+  std::sort(grads.begin(), grads.end());
+  for (const EntryRef& e : g.outputs)
+    if (!std::binary_search(grads.begin(), grads.end(), e)) outputs.push_back(e);  // a gradient dies at its update
+  g.outputs = std::move(outputs);
+  std::vector<int> order;
+  order.reserve(g.size());
+  for (int v = 0; v < n; ++v) {
+    order.push_back(v);
+    if (v == forward_end) order.insert(order.end(), at_forward_end.begin(), at_forward_end.end());
+    order.insert(order.end(), updates_after[v].begin(), updates_after[v].end());
   }
-  out.num_forward = tg.num_forward;
-  out.loss = remap(tg.loss);
-  for (const ParamGrad& pg : tg.grads) out.grads.push_back({new_id[pg.param], remap(pg.grad)});
-  for (const EntryRef& e : old.outputs) {
-    const bool is_grad = std::any_of(tg.grads.begin(), tg.grads.end(), [&](const ParamGrad& pg) { return pg.grad == e; });
-    if (!is_grad) g.outputs.push_back(remap(e));  // a gradient dies at its update
-  }
+  const std::vector<int> new_id = g.permute(order);
+  auto remap = [&](EntryRef e) { return EntryRef{new_id[e.node], e.index}; };
+  status = remap(status);
+  tg.loss = remap(tg.loss);
+  for (ParamGrad& pg : tg.grads) pg.param = new_id[pg.param], pg.grad = remap(pg.grad);
   // State updates (BatchNorm running statistics) become assign nodes at the end, gated on the
   // step's final status: a step that failed leaves them as they were.
-  for (size_t k = 0; k < old.state_updates.size(); ++k) {
-    const StateUpdate& u = old.state_updates[k];
-    const int a = g.add("assign", {{new_id[u.param], 0}, remap(u.value), status}, {}, state_name[k] + "/assign");
+  const std::vector<StateUpdate> state = std::move(g.state_updates);
+  g.state_updates.clear();
+  for (const StateUpdate& u : state) {
+    const int a = g.add("assign", {{u.param, 0}, u.value, status}, {}, g.node(u.param).name + "/assign");
     g.node(a).role = NodeRole::backward;
     g.node(a).source = u.param;
   }
   g.outputs.push_back(status);
-  out.lr = lr.node;
-  out.optimizer_state = velocity;
-  out.status = status;
-  tg = std::move(out);
+  tg.lr = new_id[lr.node];
+  tg.optimizer_state.clear();
+  for (int v : velocity) tg.optimizer_state.push_back(new_id[v]);
+  tg.status = status;
 }
 
 }  // namespace mnemo

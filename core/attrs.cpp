@@ -1,6 +1,8 @@
 // Attribute printing and typed reading.
 #include "core/attrs.h"
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace mnemo {
@@ -23,7 +25,8 @@ std::string attr_str(const AttrValue& v) {
 }
 
 const AttrValue* AttrReader::find(const std::string& key) {
-  read_.insert(key);
+  if (read_.empty()) read_.reserve(8);
+  read_.push_back(key);
   auto it = attrs_.find(key);
   return it == attrs_.end() ? nullptr : &it->second;
 }
@@ -95,10 +98,10 @@ std::vector<int64_t> AttrReader::get_ints_n(const std::string& key, size_t n, in
 void AttrReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : attrs_)
-    if (!read_.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
+    if (std::find(read_.begin(), read_.end(), k) == read_.end()) unknown += (unknown.empty() ? "" : ", ") + k;
   if (unknown.empty()) return;
   std::string known;
-  for (const auto& k : read_) known += (known.empty() ? "" : ", ") + k;
+  for (const auto& k : std::set<std::string>(read_.begin(), read_.end())) known += (known.empty() ? "" : ", ") + k;
   MNEMO_FAIL() << "op " << op_ << ": unknown attribute(s) " << unknown << " (known: "
                << (known.empty() ? "none" : known) << ")";
 }

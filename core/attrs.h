@@ -39,7 +39,8 @@ class AttrReader {
   [[noreturn]] void wrong_type(const std::string& key, const char* expected) const;
   const Attrs& attrs_;
   std::string op_;
-  std::set<std::string> read_;
+  std::vector<std::string> read_;  // keys asked for, repeats allowed (few: a list, not a set, as
+                                   // every node of every candidate plan is parsed)
 };
 
 }  // namespace mnemo

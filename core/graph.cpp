@@ -29,22 +29,26 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   n.op = &def;
   MNEMO_CHECK(nodes_.size() < kMaxNodes) << "the graph has more than 2^22 nodes (adding '" << name << "', " << op
                                          << "): the model is too large to plan";
-  n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : name;
-  MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
+  const bool unnamed = name.empty() && defer_names_;
+  if (!unnamed) {
+    n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : std::move(name);
+    MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
+  }
   const int id = static_cast<int>(nodes_.size());
   const int nin = static_cast<int>(inputs.size());
   MNEMO_CHECK(nin >= def.min_inputs && (def.max_inputs < 0 || nin <= def.max_inputs))
       << "node '" << n.name << "' (" << op << "): takes " << def.min_inputs
       << (def.max_inputs < 0 ? "+" : def.max_inputs == def.min_inputs ? "" : ("-" + std::to_string(def.max_inputs)))
       << " inputs, got " << nin;
-  std::vector<TensorType> in_types;
+  thread_local std::vector<TensorType> in_types;  // (scratch: the shapes keep their storage; see node_cost)
+  in_types.resize(static_cast<size_t>(nin));
   for (int i = 0; i < nin; ++i) {
     const EntryRef e = inputs[i];
     MNEMO_CHECK(e.node >= 0 && e.node < id && e.index >= 0 &&
                 e.index < static_cast<int>(nodes_[e.node].outputs.size()))
         << "node '" << n.name << "' (" << op << "): input " << i << " refers to missing entry (" << e.node
         << ":" << e.index << ")";
-    in_types.push_back(nodes_[e.node].outputs[e.index]);
+    in_types[i] = nodes_[e.node].outputs[e.index];
   }
   try {
     n.params = def.parse(attrs);
@@ -57,7 +61,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   }
   n.attrs = std::move(attrs);
   n.inputs = std::move(inputs);
-  by_name_[n.name] = id;
+  if (!unnamed) by_name_.emplace(n.name, id);
   nodes_.push_back(std::move(n));
   return id;
 }
@@ -93,11 +97,52 @@ int Graph::push(Node n) {
   return id;
 }
 
+std::vector<int> Graph::permute(const std::vector<int>& order) {
+  const int n = static_cast<int>(nodes_.size());
+  std::vector<int> new_id(static_cast<size_t>(n), -1);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int v = order[k];
+    MNEMO_ASSERT(v >= 0 && v < n && new_id[v] < 0) << "permute: node " << v << " is missing or listed twice";
+    new_id[v] = static_cast<int>(k);
+  }
+  // Everything checked before anything changes (and the messages name the nodes).
+  auto kept = [&](int v) { return v >= 0 && v < n && new_id[v] >= 0; };
+  for (size_t k = 0; k < order.size(); ++k)
+    for (const EntryRef& e : nodes_[order[k]].inputs)
+      MNEMO_ASSERT(new_id[e.node] >= 0 && new_id[e.node] < static_cast<int>(k))
+          << "permute: node '" << nodes_[order[k]].name << "' reads node '" << nodes_[e.node].name << "', which "
+          << (new_id[e.node] < 0 ? "is removed" : "would come after it");
+  for (const EntryRef& e : outputs) MNEMO_ASSERT(kept(e.node)) << "permute: an output reads node " << e.node << ", which is removed";
+  for (const StateUpdate& u : state_updates)
+    MNEMO_ASSERT(kept(u.param) && kept(u.value.node)) << "permute: a state update reads a node that is removed";
+  for (EntryRef& e : outputs) e.node = new_id[e.node];
+  for (StateUpdate& u : state_updates) u.param = new_id[u.param], u.value.node = new_id[u.value.node];
+  std::deque<Node> nodes;
+  for (const int v : order) {
+    Node& node = nodes_[v];
+    for (EntryRef& e : node.inputs) e.node = new_id[e.node];
+    nodes.push_back(std::move(node));
+  }
+  for (auto it = by_name_.begin(); it != by_name_.end();) {
+    if (new_id[it->second] < 0) {
+      it = by_name_.erase(it);
+    } else {
+      it->second = new_id[it->second];
+      ++it;
+    }
+  }
+  nodes_ = std::move(nodes);
+  return new_id;
+}
+
 Cost node_cost(const Graph& g, int id) {
   const Node& n = g.node(id);
   if (!n.is(OpKind::compute) || !n.op->cost) return {};
-  std::vector<TensorType> in;
-  for (const EntryRef& e : n.inputs) in.push_back(g.type(e));
+  // (A scratch list per thread whose shapes keep their storage: this runs for every node of every
+  // candidate plan, and copying the input types allocated a shape each time.)
+  thread_local std::vector<TensorType> in;
+  in.resize(n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size(); ++i) in[i] = g.type(n.inputs[i]);
   return n.op->cost(n.params.get(), in, n.outputs);
 }
 
@@ -107,6 +152,17 @@ const TensorType& Graph::type(EntryRef e) const {
   MNEMO_CHECK(e.index >= 0 && e.index < static_cast<int>(n.outputs.size()))
       << "node '" << n.name << "' has no output " << e.index;
   return n.outputs[e.index];
+}
+
+void Graph::name_unnamed(int id, const std::string& base) {
+  Node& n = nodes_.at(id);
+  MNEMO_ASSERT(n.name.empty()) << "name_unnamed: node " << id << " is named '" << n.name << "' already";
+  if (by_name_.try_emplace(base, id).second) {
+    n.name = base;
+    return;
+  }
+  n.name = unique_name(base);
+  by_name_.emplace(n.name, id);
 }
 
 int Graph::find(const std::string& name) const {

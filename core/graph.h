@@ -60,6 +60,14 @@ class Graph {
   int push(Node n);
   // Room for `n` node names without rehashing (graph rewrites that rebuild a graph of known size).
   void reserve(size_t n) { by_name_.reserve(n); }
+  // Puts the nodes in a new order: node order[k] becomes node k, its inputs and `outputs` and
+  // `state_updates` renumbered; nodes not listed are removed (nothing listed may read them, nor
+  // `outputs`). `order` must be a topological order (each node after the nodes it reads; checked).
+  // Names stay, and the name index is renumbered in place: no name is hashed again but the removed
+  // ones (graph rewrites that append nodes and then move them into place run this per candidate
+  // plan; pushing every node into a new graph hashed every name). Returns the new id of each old
+  // node, -1 for a removed one.
+  std::vector<int> permute(const std::vector<int>& order);
 
   size_t size() const { return nodes_.size(); }
   const Node& node(int id) const { return nodes_.at(id); }
@@ -68,6 +76,13 @@ class Graph {
   const TensorType& type(EntryRef e) const;
   int find(const std::string& name) const;  // -1 if absent
   void rename(int id, std::string name);
+  // While on, nodes added with no name get none (and no entry in the name index) until
+  // name_unnamed() names them: for rewrites that name every node they add right after adding it
+  // (autograd, per candidate plan: an automatic name made, indexed and then replaced cost three
+  // more lookups and a string per node).
+  void defer_names(bool on) { defer_names_ = on; }
+  // Names unnamed node `id` `base`, or base_1, base_2, ... : the first one free.
+  void name_unnamed(int id, const std::string& base);
   bool trainable(int id) const;  // a param node with trainable=true
 
   std::vector<EntryRef> outputs;             // kept alive to the end of the step
@@ -83,6 +98,7 @@ class Graph {
   // across add/input/param (a vector would reallocate under it).
   std::deque<Node> nodes_;
   std::unordered_map<std::string, int> by_name_;
+  bool defer_names_ = false;
 };
 
 // The op's cost estimate for node `id` of `g` (FLOPs and bytes moved of one call); zero for

@@ -33,10 +33,12 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());
   r.planning_seconds = st.planning_seconds;
+  std::vector<bool> is_state(g.size(), false);  // (a flag per node: a search over the list per param was quadratic)
+  for (int v : tg.optimizer_state) is_state.at(static_cast<size_t>(v)) = true;
   for (size_t v = 0; v < g.size(); ++v) {
     const Node& n = g.node(static_cast<int>(v));
     if (n.is(OpKind::param)) {
-      const bool state = std::count(tg.optimizer_state.begin(), tg.optimizer_state.end(), static_cast<int>(v)) > 0;
+      const bool state = is_state[v];
       (state ? r.optimizer_bytes : r.param_bytes) += static_cast<int64_t>(n.outputs[0].bytes());
     } else if (n.is(OpKind::input)) {
       r.input_bytes += static_cast<int64_t>(n.outputs[0].bytes());

@@ -509,12 +509,12 @@ std::vector<std::optional<EntryRef>> bn_grad(Graph& g, const GradContext& c) {
   Attrs block;
   if (p.block) block["block"] = p.block;
   if (p.training) {
-    const int id = g.add("batch_norm_grad", {c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2], *c.dout[0]}, block);
+    const int id = g.add("batch_norm_grad", {c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2], *c.dout[0]}, std::move(block));
     return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}};
   }
   Attrs a = block;
   a["eps"] = p.eps;
-  const int id = g.add("batch_norm_inference_grad", {c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4], *c.dout[0]}, a);
+  const int id = g.add("batch_norm_inference_grad", {c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4], *c.dout[0]}, std::move(a));
   return {EntryRef{id, 0}, EntryRef{id, 1}, EntryRef{id, 2}, std::nullopt, std::nullopt};
 }
 

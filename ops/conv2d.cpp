@@ -378,8 +378,8 @@ std::vector<std::optional<EntryRef>> grad_conv2d(Graph& g, const GradContext& c)
   Attrs ad = common_attrs(p), aw = common_attrs(p);
   ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
   aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
-  r[0] = g.add1("conv2d_grad_data", {dy, c.inputs[1]}, ad);
-  r[1] = g.add1("conv2d_grad_weight", {dy, c.inputs[0]}, aw);
+  r[0] = g.add1("conv2d_grad_data", {dy, c.inputs[1]}, std::move(ad));
+  r[1] = g.add1("conv2d_grad_weight", {dy, c.inputs[0]}, std::move(aw));
   if (c.inputs.size() > 2) r[2] = g.add1("conv2d_grad_bias", {dy});
   return r;
 }

@@ -76,6 +76,68 @@ TEST(Graph, DumpsAreCompleteAndParseable) {
   EXPECT_NE(dot.find("n2 -> n3"), std::string::npos);
 }
 
+TEST(Graph, PermuteMovesNodesRenumbersEveryReferenceAndKeepsNames) {
+  Graph g;
+  const EntryRef x = g.input("x", {DType::f32, {2, 3}});   // 0
+  const EntryRef a = g.add1("relu", {x}, {}, "a");         // 1
+  const EntryRef s = g.param("s", {DType::f32, {2, 3}});   // 2
+  const EntryRef dead = g.add1("tanh", {x}, {}, "dead");   // 3: not listed, nothing reads it
+  const EntryRef b = g.add1("add", {a, s}, {}, "b");       // 4
+  g.outputs = {b};
+  g.state_updates.push_back({s.node, a});
+  // s first, then x, b's inputs before it; `dead` removed.
+  const std::vector<int> new_id = g.permute({2, 0, 1, 4});
+  EXPECT_EQ(new_id, (std::vector<int>{1, 2, 0, -1, 3}));
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g.node(0).name, "s");
+  EXPECT_EQ(g.node(3).name, "b");
+  EXPECT_EQ(g.node(3).inputs, (std::vector<EntryRef>{{2, 0}, {0, 0}}));
+  EXPECT_EQ(g.node(2).inputs, (std::vector<EntryRef>{{1, 0}}));
+  EXPECT_EQ(g.outputs, (std::vector<EntryRef>{{3, 0}}));
+  ASSERT_EQ(g.state_updates.size(), 1u);
+  EXPECT_EQ(g.state_updates[0].param, 0);
+  EXPECT_EQ(g.state_updates[0].value, (EntryRef{2, 0}));
+  EXPECT_EQ(g.find("x"), 1);
+  EXPECT_EQ(g.find("b"), 3);
+  EXPECT_EQ(g.find("dead"), -1);
+  (void)dead;
+  EXPECT_NO_THROW(g.add("relu", {{3, 0}}, {}, "dead"));  // the removed name is free again
+  EXPECT_THROW(g.add("relu", {{3, 0}}, {}, "a"), Error);  // the kept ones are not
+
+  // Refused, and the graph left as it was: an order that is not topological, a removed node
+  // still read by a node or an output, a node listed twice.
+  const std::string before = g.to_text();
+  EXPECT_THROW(g.permute({0, 2, 1, 3, 4}), Error);  // a (2) before x (1)
+  EXPECT_THROW(g.permute({0, 1, 2, 4}), Error);     // b (3) removed, read by node 4
+  EXPECT_THROW(g.permute({0, 1, 2}), Error);        // b (3) removed with its reader, but it is an output
+  EXPECT_THROW(g.permute({0, 1, 1, 2, 3, 4}), Error);
+  EXPECT_EQ(g.to_text(), before);
+}
+
+TEST(Graph, DeferredNamesAreGivenWhenTheNodeIsNamed) {
+  Graph g;
+  const EntryRef x = g.input("x", {DType::f32, {2}});
+  g.add("relu", {x}, {}, "y");
+  g.defer_names(true);
+  const int u = g.add("relu", {x});
+  EXPECT_EQ(g.node(u).name, "");
+  EXPECT_EQ(g.find(""), -1);
+  const int named = g.add("relu", {x}, {}, "z");  // an explicit name is still checked and indexed
+  EXPECT_EQ(g.find("z"), named);
+  EXPECT_THROW(g.add("relu", {x}, {}, "y"), Error);
+  g.name_unnamed(u, "y");  // taken: the first free of y_1, y_2, ...
+  EXPECT_EQ(g.node(u).name, "y_1");
+  EXPECT_EQ(g.find("y_1"), u);
+  const int v = g.add("relu", {x});
+  g.name_unnamed(v, "w");
+  EXPECT_EQ(g.node(v).name, "w");
+  EXPECT_THROW(g.name_unnamed(v, "w2"), Error);  // named already
+  g.defer_names(false);
+  const int auto_named = g.add("relu", {x});
+  EXPECT_FALSE(g.node(auto_named).name.empty());
+  EXPECT_EQ(g.find(g.node(auto_named).name), auto_named);
+}
+
 TEST(Graph, TopologicalOrderKeepsListedOrderAndFindsCycles) {
   // a reads c, b reads a, d is free: among ready nodes the lowest listed index goes first.
   std::vector<std::vector<int>> preds{{2}, {0}, {}, {}};
