@@ -175,6 +175,24 @@ void expect_start_at_the_bound(const std::string& file, const std::string& mode,
   EXPECT_EQ(exact.planned.plan.arena_bytes, e.arena_bytes);
   EXPECT_EQ(e.arena_bytes, live);
   EXPECT_EQ(e.placement, "at the live-bytes bound");
+  // A start at the bound as it is is taken as it is (the first such): every buffer where it put it.
+  const auto taken = std::find_if(starts.begin(), starts.end(), [&](const PlacementStart& st) { return checked_arena(l.buffers, st.offsets) == live; });
+  ASSERT_NE(taken, starts.end());
+  const MemoryPlan& plan = exact.planned.plan;
+  int compared = 0;
+  for (size_t v = 0; v < l.entry_buffer.size(); ++v) {
+    for (size_t j = 0; j < l.entry_buffer[v].size(); ++j) {
+      const int b = l.entry_buffer[v][j];
+      if (b < 0 || aliased_input(exact.training.graph.node(static_cast<int>(v)), j)) continue;
+      EXPECT_EQ(plan.entries[v][j].offset, taken->offsets[b]) << exact.training.graph.node(static_cast<int>(v)).name;
+      ++compared;
+    }
+    if (const int b = l.workspace_buffer[v]; b >= 0) {
+      EXPECT_EQ(plan.workspace[v].offset, taken->offsets[b]);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 1000);
 }
 
 // ResNet-152's budget=0.5x plan (a filled member, at its level over many steps): best fit is 0.8%
