@@ -283,30 +283,39 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // recompute FLOPs and live bytes (a lower bound of its arena). Only the members the choice
   // needs are then packed: the choice is the same as packing every member, so it is still a
   // function of the fixed family (monotone), at a fraction of the cost.
-  auto light = [&](const std::vector<MirrorPlan>& ps) {
+  // Packed members (member -> its full result).
+  std::map<size_t, MirrorResult> packed;
+  // Light results of `ps`, and with them (on the same threads, first: they take longest) the
+  // full results of members `full` of the family.
+  auto light = [&](const std::vector<MirrorPlan>& ps, const std::vector<size_t>& full = {}) {
     std::vector<MemoryReport> out(ps.size());
     const std::vector<size_t> same = first_equal(ps);
     std::vector<size_t> todo;
     for (size_t i = 0; i < ps.size(); ++i)
       if (same[i] == i) todo.push_back(i);
-    parallel_each(todo.size(), [&](size_t k) { out[todo[k]] = evaluate(ps[todo[k]], 0).planned.report; });
+    std::vector<MirrorResult> rs(full.size());
+    parallel_each(full.size() + todo.size(), [&](size_t k) {
+      if (k < full.size()) rs[k] = evaluate(plans[full[k]]);
+      else out[todo[k - full.size()]] = evaluate(ps[todo[k - full.size()]], 0).planned.report;
+    });
     for (size_t i = 0; i < ps.size(); ++i) out[i] = out[same[i]];
+    for (size_t k = 0; k < full.size(); ++k) packed.emplace(full[k], std::move(rs[k]));
     return out;
   };
-  // Packed members (member -> its full result), planned in parallel batches.
-  std::map<size_t, MirrorResult> packed;
+  // Full results of members `which`, planned in parallel.
   auto pack = [&](const std::vector<size_t>& which) {
     std::vector<MirrorResult> rs(which.size());
     parallel_each(which.size(), [&](size_t k) { rs[k] = evaluate(plans[which[k]]); });
     for (size_t k = 0; k < which.size(); ++k) packed.emplace(which[k], std::move(rs[k]));
   };
-  pack({0});  // keep-all: the limit (budget=0.5x) and what the step needs beside its arena
+  // Keep-all packed beside the light results: the limit (budget=0.5x) and what the step needs
+  // beside its arena.
+  std::vector<MemoryReport> reps = light(plans, {0});
   const MemoryReport keep_all = packed.at(0).planned.report;
   const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
                                               : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(keep_all.total_bytes));
   const int64_t beside = keep_all.total_bytes - keep_all.arena_bytes;  // the same for every member
   const int64_t arena_limit = limit - beside;
-  std::vector<MemoryReport> reps = light(plans);
   // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
   // both live bytes and recompute, the dropped nodes kept back, the most recompute FLOPs per
   // byte first; points along each path at fractions 2^(-k/2) of the dropped nodes, k = 1..7
