@@ -50,15 +50,31 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   Graph& g = tg.graph;
   // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
   const DType dt = tg.grads.empty() ? DType::f32 : g.type({tg.grads[0].param, 0}).dtype;
+  // The optimiser's names are kept exactly (checkpoints store the velocities by name): a backward
+  // node holding one is renamed name_1, name_2, ... (the first free), as when these nodes were
+  // added before any backward node and a backward node of the same name came later.
+  auto claim = [&](const std::string& name) {
+    const int id = g.find(name);
+    if (id <= forward_end) return;  // free, or a forward node: the add below reports the duplicate
+    for (int i = 1;; ++i)
+      if (std::string other = name + "_" + std::to_string(i); g.find(other) < 0) {
+        g.rename(id, std::move(other));
+        return;
+      }
+  };
   std::vector<int> at_forward_end;  // placed right after the forward nodes
+  claim("optimizer/lr");
   const EntryRef lr = g.input("optimizer/lr", TensorType{dt, {1}});
   at_forward_end.push_back(lr.node);
   std::vector<int> velocity(tg.grads.size(), -1);
   for (size_t k = 0; k < tg.grads.size(); ++k) {
     const Node& param = g.node(tg.grads[k].param);  // (a deque: adding nodes moves no other)
-    velocity[k] = g.param("velocity/" + param.name, param.outputs[0], false).node;
+    const std::string name = "velocity/" + param.name;
+    claim(name);
+    velocity[k] = g.param(name, param.outputs[0], false).node;
     at_forward_end.push_back(velocity[k]);
   }
+  claim("optimizer/loss_check");
   EntryRef status = g.add1("finite_check", {tg.loss}, {}, "optimizer/loss_check");
   g.node(status.node).role = NodeRole::backward;
   g.node(status.node).source = tg.loss.node;

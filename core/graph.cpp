@@ -34,10 +34,12 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
     n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : std::move(name);
     MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
   }
+  // (Errors name the node; one added with its name deferred is named by its op and id.)
+  auto who = [&] { return n.name.empty() ? "new node " + std::to_string(nodes_.size()) : "node '" + n.name + "'"; };
   const int id = static_cast<int>(nodes_.size());
   const int nin = static_cast<int>(inputs.size());
   MNEMO_CHECK(nin >= def.min_inputs && (def.max_inputs < 0 || nin <= def.max_inputs))
-      << "node '" << n.name << "' (" << op << "): takes " << def.min_inputs
+      << who() << " (" << op << "): takes " << def.min_inputs
       << (def.max_inputs < 0 ? "+" : def.max_inputs == def.min_inputs ? "" : ("-" + std::to_string(def.max_inputs)))
       << " inputs, got " << nin;
   thread_local std::vector<TensorType> in_types;  // (scratch: the shapes keep their storage; see node_cost)
@@ -46,7 +48,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
     const EntryRef e = inputs[i];
     MNEMO_CHECK(e.node >= 0 && e.node < id && e.index >= 0 &&
                 e.index < static_cast<int>(nodes_[e.node].outputs.size()))
-        << "node '" << n.name << "' (" << op << "): input " << i << " refers to missing entry (" << e.node
+        << who() << " (" << op << "): input " << i << " refers to missing entry (" << e.node
         << ":" << e.index << ")";
     in_types[i] = nodes_[e.node].outputs[e.index];
   }
@@ -57,7 +59,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   } catch (const Error& err) {
     std::string types;
     for (const auto& t : in_types) types += (types.empty() ? "" : ", ") + t.str();
-    throw Error("node '" + n.name + "' (" + op + ", inputs " + types + "): " + err.what());
+    throw Error(who() + " (" + op + ", inputs " + types + "): " + err.what());
   }
   n.attrs = std::move(attrs);
   n.inputs = std::move(inputs);

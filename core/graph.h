@@ -66,7 +66,8 @@ class Graph {
   // Names stay, and the name index is renumbered in place: no name is hashed again but the removed
   // ones (graph rewrites that append nodes and then move them into place run this per candidate
   // plan; pushing every node into a new graph hashed every name). Returns the new id of each old
-  // node, -1 for a removed one.
+  // node, -1 for a removed one. Node::source (a forward node id) is not renumbered: callers keep
+  // the forward nodes where they are.
   std::vector<int> permute(const std::vector<int>& order);
 
   size_t size() const { return nodes_.size(); }

@@ -556,7 +556,6 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
     search_from(copies, part * kQuickShare * seconds / batches);
   }
   if (rep.arena_bytes > bound) search_from(starts, std::max(0.0, seconds - elapsed()) / batches);
-  std::fprintf(stderr, "PL done %.3f\n", elapsed());
   rep.improved = rep.arena_bytes < rep.start_bytes;
   rep.bound_bytes = std::min(bound, rep.arena_bytes);
   rep.status = placement_status(rep.arena_bytes, live_bytes, rep.bound_bytes);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autograd/gradient.h"
+#include "autograd/update.h"
 #include "models/small_nets.h"
 #include "test_util.h"
 #include "train/session/param_store.h"
@@ -174,6 +175,32 @@ TEST(Autograd, PlainBackpropHasNoRecomputeAndKeepsForwardIds) {
   size_t trainable = 0;
   for (const ParamSpec& s : m.builder.params()) trainable += s.trainable;
   EXPECT_EQ(tg.grads.size(), trainable);
+}
+
+// The optimiser's node names are kept exactly (checkpoints find the velocities by name): a backward
+// node that happens to hold one (forward node "velocity", parameter "grad/fully_connected_grad_weight")
+// is renamed, not the velocity.
+TEST(Autograd, OptimiserNamesWinOverBackwardNodesOfTheSameName) {
+  Graph g;
+  const EntryRef x = g.input("x", {DType::f32, {2, 3}});
+  const EntryRef labels = g.input("labels", {DType::i32, {2}});
+  const EntryRef w = g.param("grad/fully_connected_grad_weight", {DType::f32, {4, 3}});
+  const EntryRef h = g.add1("fully_connected", {x, w}, {}, "velocity");
+  const EntryRef loss = g.add1("softmax_cross_entropy", {h, labels}, {}, "loss");
+  TrainingGraph tg = build_training_graph(g, loss, {});
+  const int dw = tg.graph.find("velocity/grad/fully_connected_grad_weight");
+  ASSERT_GE(dw, tg.num_forward);  // the backward node holds the name before the updates
+  add_sgd_updates(tg, {0.9, 0.0});
+  ASSERT_EQ(tg.optimizer_state.size(), 1u);
+  const int v = tg.graph.find("velocity/grad/fully_connected_grad_weight");
+  EXPECT_EQ(v, tg.optimizer_state[0]);
+  EXPECT_TRUE(tg.graph.node(v).is(OpKind::param));
+  const int renamed = tg.graph.find("velocity/grad/fully_connected_grad_weight_1");
+  ASSERT_GE(renamed, 0);
+  EXPECT_EQ(tg.graph.node(renamed).op->name, "fully_connected_grad_weight");
+  EXPECT_EQ(tg.grads[0].grad.node, renamed);
+  EXPECT_GE(tg.graph.find("optimizer/lr"), 0);
+  EXPECT_GE(tg.graph.find("optimizer/loss_check"), 0);
 }
 
 // The LSTM's weights are read at every step; their gradient is a chain of in-place-able adds:
