@@ -4,12 +4,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
+#include <string>
 
 #include "memory/budget_exact.h"
 #include "memory/liveness.h"
@@ -20,6 +24,28 @@
 namespace mnemo {
 
 namespace {
+
+// Progress of a long plan on stderr (the 1001-layer ResNet's budget plans for about 10 s): from
+// 1 s on, at most a line a second, from whichever thread gets there first; nothing on plans that
+// take less.
+class Progress {
+ public:
+  explicit Progress(std::string mode) : mode_(std::move(mode)) {}
+  void operator()(const std::function<std::string()>& what) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (s < next_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s < next_.load()) return;
+    next_ = s + 1;
+    std::fprintf(stderr, "mnemo: %s: %.1f s: %s\n", mode_.c_str(), s, what().c_str());
+  }
+
+ private:
+  const std::string mode_;
+  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::atomic<double> next_{1.0};
+  std::mutex mu_;
+};
 
 // budget: the papers' solutions in the family (twice this many at most) and how far above the
 // least objective the max-term loop collects them.
@@ -287,16 +313,21 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   std::map<size_t, MirrorResult> packed;
   // Light results of `ps`, and with them (on the same threads, first: they take longest) the
   // full results of members `full` of the family.
-  auto light = [&](const std::vector<MirrorPlan>& ps, const std::vector<size_t>& full = {}) {
+  Progress progress(mode.name);
+  auto light = [&](const char* what, const std::vector<MirrorPlan>& ps, const std::vector<size_t>& full = {}) {
     std::vector<MemoryReport> out(ps.size());
     const std::vector<size_t> same = first_equal(ps);
     std::vector<size_t> todo;
     for (size_t i = 0; i < ps.size(); ++i)
       if (same[i] == i) todo.push_back(i);
     std::vector<MirrorResult> rs(full.size());
-    parallel_each(full.size() + todo.size(), [&](size_t k) {
+    std::atomic<size_t> done{0};
+    const size_t total = full.size() + todo.size();
+    parallel_each(total, [&](size_t k) {
       if (k < full.size()) rs[k] = evaluate(plans[full[k]]);
       else out[todo[k - full.size()]] = evaluate(ps[todo[k - full.size()]], 0).planned.report;
+      const size_t n = ++done;
+      progress([&] { return std::to_string(n) + " of " + std::to_string(total) + " " + what + " scored"; });
     });
     for (size_t i = 0; i < ps.size(); ++i) out[i] = out[same[i]];
     for (size_t k = 0; k < full.size(); ++k) packed.emplace(full[k], std::move(rs[k]));
@@ -307,10 +338,11 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::vector<MirrorResult> rs(which.size());
     parallel_each(which.size(), [&](size_t k) { rs[k] = evaluate(plans[which[k]]); });
     for (size_t k = 0; k < which.size(); ++k) packed.emplace(which[k], std::move(rs[k]));
+    progress([&] { return std::to_string(packed.size()) + " of " + std::to_string(plans.size()) + " members packed"; });
   };
   // Keep-all packed beside the light results: the limit (budget=0.5x) and what the step needs
   // beside its arena.
-  std::vector<MemoryReport> reps = light(plans, {0});
+  std::vector<MemoryReport> reps = light("distinct members", plans, {0});
   const MemoryReport keep_all = packed.at(0).planned.report;
   const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
                                               : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(keep_all.total_bytes));
@@ -351,7 +383,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         log.push_back(st);
       }
     }
-    const std::vector<MemoryReport> more = light(paths);
+    const std::vector<MemoryReport> more = light("keep-back members", paths);
     for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
   }
   const int threads = std::max(1, omp_get_max_threads());
@@ -469,6 +501,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         break;
       }
       ++fill_levels;
+      progress([&] { return "filling live-bytes level " + std::to_string(levels.size() - l) + " of at most " + std::to_string(levels.size()) + " (from the top)"; });
       std::vector<size_t> todo;
       for (const Job& job : jobs[l])
         if (!starts[job.start] && std::find(todo.begin(), todo.end(), job.start) == todo.end()) todo.push_back(job.start);
@@ -544,6 +577,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // The programme models the default schedule order: with another order, only the knapsack bound
   // (the forward pass still runs first, which is all it assumes).
   const bool programme = overrides.empty() && mode.order == ScheduleOrder::default_order;
+  if (programme) progress([] { return std::string("the programme's lower bound"); });
   if (programme) {
     const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
     ExactBudgetOptions eo;

@@ -41,6 +41,9 @@ expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" p
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
 expect plan-budget 0 'budget .*the least recompute whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
 expect plan-budget-fills 0 'fills: [0-9]+ live-bytes levels filled from the top; [0-9]+ below them not filled' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+# A plan that takes more than a second reports its progress on stderr, a line a second (DenseNet-201
+# at 0.5x plans for 3-4 s on one thread).
+expect plan-budget-progress 0 'mnemo: budget=0\.5x: [0-9]+\.[0-9] s: [0-9]+ of [0-9]+ (distinct members scored|keep-back members scored|members packed)' -- "$mnemo" plan "$src/configs/table2/densenet201.yaml" --memory budget=0.5x --placement-seconds 0
 expect plan-budget-fills-json 0 '"fill_levels_skipped": [0-9]+' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x --json
 # One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
 expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2
