@@ -55,13 +55,8 @@ int Builder::add_node(int id, NodeRole role, int source, const std::string& name
   n.role = role;
   n.source = source;
   scheduled_.push_back(false);
-  if (n.name.empty()) {  // added by autograd (names deferred)
-    g_.name_unnamed(id, name);
-    return id;
-  }
-  std::string unique = name;
-  for (int i = 1; g_.find(unique) >= 0 && g_.find(unique) != id; ++i) unique = name + "_" + std::to_string(i);
-  g_.rename(id, unique);
+  // Autograd's nodes come unnamed (names deferred); mirrors come named (push made it unique).
+  if (n.name.empty()) g_.name_unnamed(id, name);
   return id;
 }
 

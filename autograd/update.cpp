@@ -54,13 +54,8 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   // node holding one is renamed name_1, name_2, ... (the first free), as when these nodes were
   // added before any backward node and a backward node of the same name came later.
   auto claim = [&](const std::string& name) {
-    const int id = g.find(name);
-    if (id <= forward_end) return;  // free, or a forward node: the add below reports the duplicate
-    for (int i = 1;; ++i)
-      if (std::string other = name + "_" + std::to_string(i); g.find(other) < 0) {
-        g.rename(id, std::move(other));
-        return;
-      }
+    // (Free, or a forward node's: then the add below reports the duplicate.)
+    if (const int id = g.find(name); id > forward_end) g.rename(id, g.unique_name(name));
   };
   std::vector<int> at_forward_end;  // placed right after the forward nodes
   claim("optimizer/lr");

@@ -15,7 +15,7 @@ const char* role_name(NodeRole r) {
   return "?";
 }
 
-std::string Graph::unique_name(const std::string& base) {
+std::string Graph::unique_name(const std::string& base) const {
   if (!by_name_.count(base)) return base;
   for (int i = 1;; ++i) {
     std::string n = base + "_" + std::to_string(i);
@@ -90,13 +90,16 @@ int Graph::push(Node n) {
   for (const EntryRef& e : n.inputs)
     MNEMO_ASSERT(e.node >= 0 && e.node < id) << "node '" << n.name << "' reads a later node " << e.node;
   if (n.name.empty()) n.name = unique_name(n.op->name);
-  // (one lookup when the name is new, as it is in graph rewrites: this runs per node per candidate plan)
-  if (!by_name_.try_emplace(n.name, id).second) {
-    n.name = unique_name(n.name);
-    by_name_.emplace(n.name, id);
-  }
+  take_name(n, id);
   nodes_.push_back(std::move(n));
   return id;
+}
+
+void Graph::take_name(Node& n, int id) {
+  // (one lookup when the name is new, as it is in graph rewrites: this runs per node per candidate plan)
+  if (by_name_.try_emplace(n.name, id).second) return;
+  n.name = unique_name(n.name);
+  by_name_.emplace(n.name, id);
 }
 
 std::vector<int> Graph::permute(const std::vector<int>& order) {
@@ -159,12 +162,8 @@ const TensorType& Graph::type(EntryRef e) const {
 void Graph::name_unnamed(int id, const std::string& base) {
   Node& n = nodes_.at(id);
   MNEMO_ASSERT(n.name.empty()) << "name_unnamed: node " << id << " is named '" << n.name << "' already";
-  if (by_name_.try_emplace(base, id).second) {
-    n.name = base;
-    return;
-  }
-  n.name = unique_name(base);
-  by_name_.emplace(n.name, id);
+  n.name = base;
+  take_name(n, id);
 }
 
 int Graph::find(const std::string& name) const {

@@ -84,6 +84,8 @@ class Graph {
   void defer_names(bool on) { defer_names_ = on; }
   // Names unnamed node `id` `base`, or base_1, base_2, ... : the first one free.
   void name_unnamed(int id, const std::string& base);
+  // `base` if no node has it, else the first of base_1, base_2, ... that none has.
+  std::string unique_name(const std::string& base) const;
   bool trainable(int id) const;  // a param node with trainable=true
 
   std::vector<EntryRef> outputs;             // kept alive to the end of the step
@@ -94,7 +96,8 @@ class Graph {
   std::string to_dot() const;
 
  private:
-  std::string unique_name(const std::string& base);
+  // Indexes node `id`'s name, first made unique (unique_name) when another node has it.
+  void take_name(Node& n, int id);
   // A deque: adding a node never moves the others, so a `const Node&` a caller holds stays valid
   // across add/input/param (a vector would reallocate under it).
   std::deque<Node> nodes_;

@@ -31,7 +31,8 @@ namespace {
 class Progress {
  public:
   explicit Progress(std::string mode) : mode_(std::move(mode)) {}
-  void operator()(const std::function<std::string()>& what) {
+  template <class What>  // () -> std::string, called only when a line is printed
+  void operator()(const What& what) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     if (s < next_.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> lock(mu_);
@@ -577,8 +578,8 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // The programme models the default schedule order: with another order, only the knapsack bound
   // (the forward pass still runs first, which is all it assumes).
   const bool programme = overrides.empty() && mode.order == ScheduleOrder::default_order;
-  if (programme) progress([] { return std::string("the programme's lower bound"); });
   if (programme) {
+    progress([] { return std::string("the programme's lower bound"); });
     const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
     ExactBudgetOptions eo;
     eo.arena_limit = arena_limit;

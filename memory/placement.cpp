@@ -33,6 +33,13 @@ constexpr double kQuickShare = 0.1;  // windows leave out buffers below 1/64 of 
 
 int64_t size_of(const Buffer& b) { return align_up(std::max<int64_t>(b.bytes, 1)); }
 
+// The arena a placement needs: its highest buffer's end (unchecked; checked_arena also validates).
+int64_t arena_top(const std::vector<Buffer>& items, const std::vector<int64_t>& offsets) {
+  int64_t top = 0;
+  for (size_t i = 0; i < items.size(); ++i) top = std::max(top, offsets[i] + size_of(items[i]));
+  return top;
+}
+
 // The branch and bound over placement sequences (placement.h) for the buffers `freed`. Time is
 // compressed to the distinct start steps of the freed buffers: two buffers meet exactly when one's
 // start lies in the other's lifetime, and the skyline (the top of the placed buffers) only rises
@@ -402,7 +409,7 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
   l.buffers = sub;
   const PlacementReport part = place_core(sub, sub_offsets, max_live_bytes(l, true), 0.6 * seconds, cancel);
   PlacementReport rep;
-  for (size_t i = 0; i < items.size(); ++i) rep.start_bytes = std::max(rep.start_bytes, offsets[i] + size_of(items[i]));
+  rep.start_bytes = arena_top(items, offsets);
   rep.arena_bytes = rep.start_bytes;
   if (part.improved) {
     std::vector<int64_t> all(items.size(), -1);
@@ -502,14 +509,13 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
   for (PlacementStart& st : placement_starts(items))
     if (std::find(starts.begin(), starts.end(), st.offsets) == starts.end()) starts.push_back(std::move(st.offsets));
   PlacementReport rep;
-  for (size_t i = 0; i < items.size(); ++i) rep.start_bytes = std::max(rep.start_bytes, offsets[i] + size_of(items[i]));
+  rep.start_bytes = arena_top(items, offsets);
   rep.arena_bytes = rep.start_bytes;
   // A start at the live-bytes bound as it is (the stacks often are) is optimal: the first one
   // is taken without a search (ResNet-152's budget=0.5x plan: the searches from the other starts,
   // running beside it until it stopped them, took 0.04 s).
   for (std::vector<int64_t>& st : starts) {
-    int64_t top = 0;
-    for (size_t i = 0; i < items.size(); ++i) top = std::max(top, st[i] + size_of(items[i]));
+    const int64_t top = arena_top(items, st);
     if (top > live_bytes) continue;
     offsets = std::move(st);
     rep.arena_bytes = rep.bound_bytes = top;

@@ -125,6 +125,12 @@ TEST(Graph, DeferredNamesAreGivenWhenTheNodeIsNamed) {
   const int named = g.add("relu", {x}, {}, "z");  // an explicit name is still checked and indexed
   EXPECT_EQ(g.find("z"), named);
   EXPECT_THROW(g.add("relu", {x}, {}, "y"), Error);
+  try {  // an error in a node added unnamed names it by its id
+    g.add("relu", {x, x});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("new node " + std::to_string(g.size()) + " (relu): takes 1 inputs"), std::string::npos) << e.what();
+  }
   g.name_unnamed(u, "y");  // taken: the first free of y_1, y_2, ...
   EXPECT_EQ(g.node(u).name, "y_1");
   EXPECT_EQ(g.find("y_1"), u);
