@@ -38,14 +38,18 @@ struct PlacementReport {
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
 
 // The packings place_exactly searches from beside the one given, each named: best fit in
-// pack_intervals' three orders, and the buffers live at the heaviest step stacked (the longest
-// lived lowest, or the latest ending lowest) with the others placed around them by best fit
-// (docs/MEMORY.md "Exact placement"). Exposed for tests.
+// pack_intervals' three orders; the buffers live at the heaviest step stacked (the longest lived
+// lowest, or the latest ending lowest) with the others placed around them by best fit; and, with
+// `always_split` or when none of those is at the live-bytes bound, two splits at the peaks (the
+// buffers live at the heaviest step stacked as two nested chains from both ends, the buffers
+// before and after it placed apart, recursively; docs/MEMORY.md "Exact placement"), which
+// place_exactly searches from only when lower than every other start. Exposed for tests.
 struct PlacementStart {
   std::string name;
   std::vector<int64_t> offsets;
+  bool only_if_lowest = false;  // place_exactly searches from it only when no other start is as low
 };
-std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items);
+std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items, bool always_split = true);
 
 // "at the live-bytes bound" (arena <= live_bytes: optimal), "optimal" (arena <= a bound proven
 // above the live bytes) or "time limit".
