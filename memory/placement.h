@@ -32,8 +32,9 @@ struct PlacementReport {
 };
 
 // Improves the packing `offsets` (one per buffer, each >= 0) of `items` within `seconds`,
-// searching from it and from placement_starts (the first at the bound ends it). `live_bytes`: a
-// lower bound of the arena, normally max_live_bytes of the items.
+// searching from it, from placement_starts and from the small buffers placed last, on top of the
+// others placed exactly (the first at the bound ends it). `live_bytes`: a lower bound of the
+// arena, normally max_live_bytes of the items.
 // The report's status is placement_status(arena, live_bytes, bound).
 PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int64_t>& offsets, int64_t live_bytes, double seconds);
 
@@ -49,7 +50,7 @@ struct PlacementStart {
   std::vector<int64_t> offsets;
   bool only_if_lowest = false;  // place_exactly searches from it only when no other start is as low
 };
-std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items, bool always_split = true);
+std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items, bool always_split = false);
 
 // "at the live-bytes bound" (arena <= live_bytes: optimal), "optimal" (arena <= a bound proven
 // above the live bytes) or "time limit".
