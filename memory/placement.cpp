@@ -723,34 +723,28 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
   // A start at the live-bytes bound as it is (the stacks often are) is optimal: the first one
   // is taken without a search (ResNet-152's budget=0.5x plan: the searches from the other starts,
   // running beside it until it stopped them, took 0.04 s).
-  for (std::vector<int64_t>& st : starts) {
+  auto at_bound = [&](std::vector<int64_t>& st) {
     const int64_t top = arena_top(items, st);
-    if (top > live_bytes) continue;
+    if (top > live_bytes) return false;
     offsets = std::move(st);
     rep.arena_bytes = rep.bound_bytes = top;
     rep.improved = top < rep.start_bytes;
     rep.status = placement_status(rep.arena_bytes, live_bytes, rep.bound_bytes);
     rep.seconds = elapsed();
-    return rep;
-  }
+    return true;
+  };
+  for (std::vector<int64_t>& st : starts)
+    if (at_bound(st)) return rep;
   // The small buffers placed last, on top (small_on_top), with up to a tenth of the time: taken
   // when at the bound, else searched from when lower than every other start (ResNet-101's and
   // Inception-v3's sublinear plans: the large ones at their own bound in 0.06 s, and the whole at
   // the bound, where the searches stopped 0.01-0.04% above it after 5 s with the small ones in
   // the gaps).
   if (std::vector<int64_t> st = small_on_top(items, offsets, live_bytes, kQuickShare * seconds); !st.empty()) {
-    const int64_t top = arena_top(items, st);
+    if (at_bound(st)) return rep;
     int64_t least = INT64_MAX;
     for (const std::vector<int64_t>& other : starts) least = std::min(least, arena_top(items, other));
-    if (top <= live_bytes) {
-      offsets = std::move(st);
-      rep.arena_bytes = rep.bound_bytes = top;
-      rep.improved = top < rep.start_bytes;
-      rep.status = placement_status(rep.arena_bytes, live_bytes, rep.bound_bytes);
-      rep.seconds = elapsed();
-      return rep;
-    }
-    if (top < least) starts.push_back(std::move(st));
+    if (arena_top(items, st) < least) starts.push_back(std::move(st));
   }
   int64_t bound = live_bytes;
   // Searches from each of `from` for `secs`, at once on the threads (one per start, a batch of
