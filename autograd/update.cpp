@@ -12,22 +12,22 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   MNEMO_ASSERT(tg.lr < 0) << "add_sgd_updates: the graph has updates already";
   MNEMO_ASSERT(tg.loss.valid()) << "add_sgd_updates: a training graph with a loss is needed";
   if (spec.ranks > 1 || spec.reduce_one_rank) add_gradient_allreduce(tg, spec.ranks, spec.bucket_bytes);
-  const Graph& old = tg.graph;
-  const int n = static_cast<int>(old.size());
+  Graph& g = tg.graph;
+  const int n = static_cast<int>(g.size());
   const int forward_end = tg.num_forward - 1;  // the loss check goes right after the forward nodes
   // The entry whose memory each entry is (views resolve to what they alias), and the last node
   // reading that memory (per entry: a node's other outputs do not hold an update back). Entries
   // are numbered node by node (first[v] + index); flat arrays, as this runs once per candidate
   // plan in the mirror searches.
   std::vector<int> first(static_cast<size_t>(n) + 1, 0);
-  for (int v = 0; v < n; ++v) first[v + 1] = first[v] + static_cast<int>(old.node(v).outputs.size());
+  for (int v = 0; v < n; ++v) first[v + 1] = first[v] + static_cast<int>(g.node(v).outputs.size());
   auto slot = [&](EntryRef e) { return static_cast<size_t>(first[e.node] + e.index); };
   std::vector<EntryRef> root(static_cast<size_t>(first[n]));
   for (int v = 0; v < n; ++v)
     for (int j = first[v]; j < first[v + 1]; ++j) root[static_cast<size_t>(j)] = {v, j - first[v]};
   std::vector<int> last_read(static_cast<size_t>(first[n]), -1);
   for (int v = 0; v < n; ++v) {
-    const Node& node = old.node(v);
+    const Node& node = g.node(v);
     if (node.is(OpKind::view)) root[slot({v, 0})] = root[slot(node.inputs[0])];
     for (const EntryRef& e : node.inputs) {
       int& last = last_read[slot(root[slot(e)])];
@@ -47,7 +47,6 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
 
   // The new nodes are appended to the graph, then everything is put in place at once
   // (Graph::permute: no node copied, no name hashed again).
-  Graph& g = tg.graph;
   // The learning rate in the parameters' dtype (float64 graphs get it unrounded).
   const DType dt = tg.grads.empty() ? DType::f32 : g.type({tg.grads[0].param, 0}).dtype;
   // The optimiser's names are kept exactly (checkpoints store the velocities by name): a backward

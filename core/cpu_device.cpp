@@ -73,9 +73,7 @@ class CpuDevice final : public Device {
   PreparedKernel prepare(const Graph& g, int id) const override {
     const Node& n = g.node(id);
     MNEMO_CHECK(n.op->cpu) << "node '" << n.name << "': op '" << n.op->name << "' has no CPU kernel";
-    thread_local std::vector<TensorType> in;  // (scratch: the shapes keep their storage, as in node_cost)
-    in.resize(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) in[i] = g.type(n.inputs[i]);
+    const std::vector<TensorType>& in = input_types(g, id);
     if (!n.op->prepare) {
       const size_t ws = n.op->workspace ? n.op->workspace(n.params.get(), in, n.outputs) : 0;
       return {n.op->cpu, nullptr, ws};

@@ -42,7 +42,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
       << who() << " (" << op << "): takes " << def.min_inputs
       << (def.max_inputs < 0 ? "+" : def.max_inputs == def.min_inputs ? "" : ("-" + std::to_string(def.max_inputs)))
       << " inputs, got " << nin;
-  thread_local std::vector<TensorType> in_types;  // (scratch: the shapes keep their storage; see node_cost)
+  thread_local std::vector<TensorType> in_types;  // (scratch: the shapes keep their storage, as in input_types)
   in_types.resize(static_cast<size_t>(nin));
   for (int i = 0; i < nin; ++i) {
     const EntryRef e = inputs[i];
@@ -140,15 +140,18 @@ std::vector<int> Graph::permute(const std::vector<int>& order) {
   return new_id;
 }
 
-Cost node_cost(const Graph& g, int id) {
+const std::vector<TensorType>& input_types(const Graph& g, int id) {
   const Node& n = g.node(id);
-  if (!n.is(OpKind::compute) || !n.op->cost) return {};
-  // (A scratch list per thread whose shapes keep their storage: this runs for every node of every
-  // candidate plan, and copying the input types allocated a shape each time.)
   thread_local std::vector<TensorType> in;
   in.resize(n.inputs.size());
   for (size_t i = 0; i < n.inputs.size(); ++i) in[i] = g.type(n.inputs[i]);
-  return n.op->cost(n.params.get(), in, n.outputs);
+  return in;
+}
+
+Cost node_cost(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  if (!n.is(OpKind::compute) || !n.op->cost) return {};
+  return n.op->cost(n.params.get(), input_types(g, id), n.outputs);
 }
 
 const TensorType& Graph::type(EntryRef e) const {

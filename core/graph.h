@@ -109,6 +109,11 @@ class Graph {
 // non-compute nodes and ops without a cost function.
 Cost node_cost(const Graph& g, int id);
 
+// The types of node `id`'s inputs, in a list per thread that the next call on the same thread
+// overwrites (its shapes keep their storage: this runs for every node of every candidate plan,
+// and a fresh list allocated a shape per input).
+const std::vector<TensorType>& input_types(const Graph& g, int id);
+
 // Kahn's algorithm over `n` items with edges given as predecessor lists; ties keep the given
 // order. Throws naming a node on a cycle. (Config loaders use it to order listed nodes.)
 std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,

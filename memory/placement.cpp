@@ -40,6 +40,16 @@ int64_t arena_top(const std::vector<Buffer>& items, const std::vector<int64_t>& 
   return top;
 }
 
+// The order of stacks whose room after the peak should be one piece: the latest end lowest
+// (earlier start first on ties), so the buffers that die first are on top.
+bool latest_end_first(const Buffer& a, const Buffer& b) { return a.end != b.end ? a.end > b.end : a.start < b.start; }
+
+// Stacks `ids` upward from offset `at`, in their order; returns the top.
+int64_t stack_up(const std::vector<Buffer>& items, const std::vector<int>& ids, std::vector<int64_t>& offsets, int64_t at) {
+  for (int i : ids) offsets[i] = at, at += size_of(items[i]);
+  return at;
+}
+
 // The branch and bound over placement sequences (placement.h) for the buffers `freed`. Time is
 // compressed to the distinct start steps of the freed buffers: two buffers meet exactly when one's
 // start lies in the other's lifetime, and the skyline (the top of the placed buffers) only rises
@@ -463,7 +473,7 @@ std::vector<int> nested_chain(const std::vector<Buffer>& items, std::vector<int>
 constexpr int kSplitDepth = 48;
 
 // Places `ids` (offsets -1, lifetimes within a range where the buffers placed already are the
-// only others live) below `limit` if it can: best fit in pack_intervals' three orders among the
+// only others live) below `limit` (no less than `load`, the live bytes, at any step) if it can: best fit in pack_intervals' three orders among the
 // placed buffers they meet; when that goes above `limit`, the buffers live at the heaviest step
 // of the range are stacked in the largest free piece there (the heaviest nested chain upward from
 // its bottom, the next heaviest downward from its top, the rest, latest end first, below the
@@ -514,8 +524,7 @@ void split_at_peaks(const std::vector<Buffer>& items, std::vector<int64_t>& offs
     if ((n += live_ids[t - lo]) > 0 && (peak < 0 || load[t] > load[peak])) peak = t;
   std::vector<int> at_peak, before, after;
   for (int i : ids) (items[i].end < peak ? before : items[i].start > peak ? after : at_peak).push_back(i);
-  // The largest free piece at the peak below `limit`; when there is none, above the placed
-  // buffers.
+  // The largest free piece at the peak below `limit`.
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (int i : placed)
     if (items[i].start <= peak && items[i].end >= peak) taken.emplace_back(offsets[i], offsets[i] + size_of(items[i]));
@@ -526,7 +535,9 @@ void split_at_peaks(const std::vector<Buffer>& items, std::vector<int64_t>& offs
   };
   for (const auto& [from, to] : taken) gap(cursor, std::min(from, limit)), cursor = std::max(cursor, to);
   gap(cursor, limit);
-  if (b <= a) a = b = cursor;
+  // (There is one: the placed buffers live at the peak and the ids live there, at least one, fit
+  // in `limit`, the bound of every step's load, so the placed ones cannot cover all of it.)
+  MNEMO_ASSERT(b > a) << "split_at_peaks: no room below " << limit << " at step " << peak;
   // The chains, and the rest (latest end first).
   std::vector<int> first = nested_chain(items, at_peak), second, rest;
   auto others = [&](const std::vector<int>& from, const std::vector<int>& chain) {
@@ -538,17 +549,14 @@ void split_at_peaks(const std::vector<Buffer>& items, std::vector<int64_t>& offs
   };
   rest = others(at_peak, first);
   if (!rest.empty()) second = nested_chain(items, rest), rest = others(rest, second);
-  std::stable_sort(rest.begin(), rest.end(), [&](int x, int y) { return items[x].end != items[y].end ? items[x].end > items[y].end : items[x].start < items[y].start; });
-  int64_t up = a;
-  if (rest_lowest)
-    for (int i : rest) offsets[i] = up, up += size_of(items[i]);
-  for (int i : first) offsets[i] = up, up += size_of(items[i]);
-  if (!rest_lowest)
-    for (int i : rest) offsets[i] = up, up += size_of(items[i]);
+  std::stable_sort(rest.begin(), rest.end(), [&](int x, int y) { return latest_end_first(items[x], items[y]); });
+  const int64_t up = rest_lowest ? stack_up(items, first, offsets, stack_up(items, rest, offsets, a))
+                                 : stack_up(items, rest, offsets, stack_up(items, first, offsets, a));
+  // The second chain downward from the piece's top: stacked upward from where it must begin.
+  std::reverse(second.begin(), second.end());
   int64_t stacked = 0;
   for (int i : second) stacked += size_of(items[i]);
-  int64_t down = std::max(b, up + stacked);  // (on top of the first when the piece is too small)
-  for (int i : second) down -= size_of(items[i]), offsets[i] = down;
+  stack_up(items, second, offsets, std::max(b, up + stacked) - stacked);  // (on the first when the piece is too small)
   // The piece is free at the peak only: a stacked buffer that meets a placed one (elsewhere in its
   // lifetime, or at the peak when the piece was too small) is placed by best fit after the others.
   std::vector<int> clash;
@@ -615,8 +623,7 @@ std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items, b
     std::vector<int> order = at_peak;
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return lower(items[a], items[b]); });
     std::vector<int64_t> stack(items.size(), -1);
-    int64_t top = 0;
-    for (int i : order) stack[i] = top, top += size_of(items[i]);
+    stack_up(items, order, stack, 0);
     return stack;
   };
   const std::vector<std::vector<int64_t>> from = {
@@ -624,7 +631,7 @@ std::vector<PlacementStart> placement_starts(const std::vector<Buffer>& items, b
       stack_of([](const Buffer& a, const Buffer& b) {
         return a.end - a.start != b.end - b.start ? a.end - a.start > b.end - b.start : a.start < b.start;
       }),
-      stack_of([](const Buffer& a, const Buffer& b) { return a.end != b.end ? a.end > b.end : a.start < b.start; })};
+      stack_of(latest_end_first)};
   constexpr PackOrder kOrders[] = {PackOrder::size, PackOrder::lifetime, PackOrder::area};
   std::vector<std::vector<int64_t>> packed(3 * from.size());
   std::vector<int64_t> arena(packed.size());
@@ -684,11 +691,8 @@ std::vector<int64_t> small_on_top(const std::vector<Buffer>& items, const std::v
   std::vector<int> at_peak;
   for (size_t i = 0; i < items.size(); ++i)
     if (all[i] < 0 && items[i].start <= peak && items[i].end >= peak) at_peak.push_back(static_cast<int>(i));
-  std::stable_sort(at_peak.begin(), at_peak.end(), [&](int x, int y) {
-    return items[x].end != items[y].end ? items[x].end > items[y].end : items[x].start < items[y].start;
-  });
-  int64_t top = arena_top(sub, sub_offsets);
-  for (int i : at_peak) all[i] = top, top += size_of(items[i]);
+  std::stable_sort(at_peak.begin(), at_peak.end(), [&](int x, int y) { return latest_end_first(items[x], items[y]); });
+  stack_up(items, at_peak, all, arena_top(sub, sub_offsets));
   pack_intervals(items, all);
   return all;
 }
