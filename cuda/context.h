@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <climits>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,6 +24,10 @@ struct Context {
   cudnnHandle_t cudnn = nullptr;  // bound to `stream`
   cublasHandle_t cublas = nullptr;  // bound to `stream`, pointer mode host, workspace: none (see device.cpp)
   cudaDeviceProp prop{};
+  // The most elements x or y of one cuDNN convolution launch may hold (its legacy descriptors index
+  // with int): a larger batch is split into launches along the batch (cuda/ops_conv2d.cpp). Tests
+  // lower it to split small convolutions; set it before the plans are made.
+  int64_t conv_launch_elements = INT_MAX;
 
   // A per-device cache of objects derived from shapes (cuDNN algorithm choices): built once per
   // key, thread-safe (the mirror planner scores candidate plans in parallel). Used when plans are

@@ -18,6 +18,10 @@
 // and the workspace size are cached per (pass, shapes, stride, padding, dilation) in
 // Context::cached(), so the planner's workspace query and the kernel use the same algorithm.
 // The conv `algo` attribute (auto / im2col / winograd: CPU implementations) is ignored here.
+// Batches past the descriptors' int range: x or y above Context::conv_launch_elements (INT_MAX)
+// elements is cut along the batch into equal launches (the last smaller when they do not divide
+// it), each with its own descriptors and algorithm; the weight gradient adds the launches' sums in
+// batch order (beta = 1), so the result is deterministic. One sample past the range is an error.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -27,6 +31,7 @@
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/conv2d.h"
+#include "cuda/kernels/conv2d_math.h"
 #include "ops/conv2d.h"
 
 namespace mnemo::cuda {
@@ -40,23 +45,35 @@ const char* pass_op(Pass p) {
 }
 
 // Descriptors and the chosen algorithm of one pass for one geometry (host objects, immutable once built).
-struct ConvPlan {
+struct ConvLaunch {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;  // bias: [1,K,1,1], forward only
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = -1;  // a cudnnConvolutionFwdAlgo_t, ...BwdDataAlgo_t or ...BwdFilterAlgo_t, by pass
   size_t workspace = 0;
 
-  ConvPlan() = default;
-  ConvPlan(const ConvPlan&) = delete;
-  ConvPlan& operator=(const ConvPlan&) = delete;
-  ~ConvPlan() {
+  ConvLaunch() = default;
+  ConvLaunch(const ConvLaunch&) = delete;
+  ConvLaunch& operator=(const ConvLaunch&) = delete;
+  ~ConvLaunch() {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (bias) cudnnDestroyTensorDescriptor(bias);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (x) cudnnDestroyTensorDescriptor(x);
   }
+};
+
+// One pass over a batch of `batch` samples, launched as cuDNN calls of `chunk` samples each (the
+// last of `tail`'s size when `chunk` does not divide `batch`): cuDNN's legacy descriptors index with
+// int, so a batch whose x or y holds more than Context::conv_launch_elements elements (INT_MAX) is
+// split along the batch; the weight gradient accumulates the chunks' sums in batch order.
+struct ConvPlan {
+  std::unique_ptr<ConvLaunch> main;
+  std::unique_ptr<ConvLaunch> tail;  // the last launch's, when its batch is smaller (else null)
+  int64_t batch = 0, chunk = 0;
+  int64_t x_sample = 0, y_sample = 0;  // elements of one sample of x and of y
+  size_t workspace = 0;                // the larger launch's
 };
 using PlanPtr = std::shared_ptr<const ConvPlan>;
 
@@ -69,8 +86,6 @@ int to_int(int64_t v, Pass pass, const char* what) {
 void require_4d_f32(const TensorType& t, Pass pass, const char* what) {
   MNEMO_CHECK(t.dtype == DType::f32 && t.shape.size() == 4)
       << pass_op(pass) << " (CUDA): " << what << " must be a float32 rank-4 tensor, got " << t.str();
-  MNEMO_CHECK(t.numel() <= INT_MAX) << pass_op(pass) << " (cuDNN): " << what << " " << t.str() << " has more than "
-                                    << INT_MAX << " elements (cuDNN's legacy descriptors index with int)";
 }
 
 cudnnTensorDescriptor_t tensor_desc(const Shape& s, Pass pass, const char* what) {
@@ -94,7 +109,7 @@ bool tensor_op_math(cudnnMathType_t m) {
 // memory the plan must hold: algorithms needing more than `cap` (the larger of 64 MiB and the
 // largest tensor of the op; FFT algorithms can ask for several times that) are taken only when no
 // other deterministic algorithm is offered.
-void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap) {
+void choose_algorithm(Context& ctx, Pass pass, ConvLaunch& plan, size_t cap) {
   auto accept = [&](int algo, cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math) {
     if (status != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC || tensor_op_math(math)) return false;
     size_t bytes = 0;
@@ -147,18 +162,9 @@ void choose_algorithm(Context& ctx, Pass pass, ConvPlan& plan, size_t cap) {
                << returned << " heuristic results)";
 }
 
-PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
-                  const Params& p, bool bias) {
-  MNEMO_CHECK(!p.block) << pass_op(pass) << ": block " << p.block
-                        << " (channel-blocked activations, oneDNN's layout) runs on the CPU only; on a GPU build the "
-                        << "model with model.layout: plain";
-  require_4d_f32(x, pass, pass == Pass::backward_data ? "dx" : "x");
-  require_4d_f32(w, pass, pass == Pass::backward_filter ? "dw" : "w");
-  require_4d_f32(y, pass, pass == Pass::forward ? "y" : "dy");
-  // The planner may ask from its own threads: make the device current there (cuDNN's heuristics
-  // read the current device's properties).
-  MNEMO_CUDA_CHECK(cudaSetDevice(ctx.ordinal));
-  auto plan = std::make_shared<ConvPlan>();
+std::unique_ptr<ConvLaunch> make_launch(Context& ctx, Pass pass, const TensorType& x, const TensorType& w,
+                                        const TensorType& y, const Params& p, bool bias) {
+  auto plan = std::make_unique<ConvLaunch>();
   plan->x = tensor_desc(x.shape, pass, "x");
   plan->y = tensor_desc(y.shape, pass, "y");
   if (bias) plan->bias = tensor_desc(Shape{1, w.shape[0], 1, 1}, pass, "bias");
@@ -185,6 +191,43 @@ PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType
   return plan;
 }
 
+PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
+                  const Params& p, bool bias) {
+  MNEMO_CHECK(!p.block) << pass_op(pass) << ": block " << p.block
+                        << " (channel-blocked activations, oneDNN's layout) runs on the CPU only; on a GPU build the "
+                        << "model with model.layout: plain";
+  require_4d_f32(x, pass, pass == Pass::backward_data ? "dx" : "x");
+  require_4d_f32(w, pass, pass == Pass::backward_filter ? "dw" : "w");
+  require_4d_f32(y, pass, pass == Pass::forward ? "y" : "dy");
+  MNEMO_CHECK(x.shape[0] == y.shape[0]) << pass_op(pass) << ": x " << x.str() << " and y " << y.str()
+                                        << " differ in batch";
+  // The planner may ask from its own threads: make the device current there (cuDNN's heuristics
+  // read the current device's properties).
+  MNEMO_CUDA_CHECK(cudaSetDevice(ctx.ordinal));
+  auto plan = std::make_shared<ConvPlan>();
+  plan->batch = x.shape[0];
+  plan->x_sample = x.shape[1] * x.shape[2] * x.shape[3];
+  plan->y_sample = y.shape[1] * y.shape[2] * y.shape[3];
+  plan->chunk = conv::launch_batch(plan->batch, std::max(plan->x_sample, plan->y_sample), ctx.conv_launch_elements);
+  MNEMO_CHECK(plan->chunk >= 1) << pass_op(pass) << " (cuDNN): one sample of x " << x.str() << " or y " << y.str()
+                                << " has more than " << ctx.conv_launch_elements
+                                << " elements (cuDNN's legacy descriptors index with int; a batch is split into launches, a "
+                                   "sample cannot be)";
+  auto with_batch = [](const TensorType& t, int64_t n) {
+    TensorType r = t;
+    r.shape[0] = n;
+    return r;
+  };
+  plan->main = make_launch(ctx, pass, with_batch(x, plan->chunk), w, with_batch(y, plan->chunk), p, bias);
+  plan->workspace = plan->main->workspace;
+  const int64_t rest = plan->batch % plan->chunk;
+  if (rest) {
+    plan->tail = make_launch(ctx, pass, with_batch(x, rest), w, with_batch(y, rest), p, bias);
+    plan->workspace = std::max(plan->workspace, plan->tail->workspace);
+  }
+  return plan;
+}
+
 // The cached plan of `pass` for x, w, y (forward orientation: y = conv(x, w) whatever the pass).
 const PlanPtr& plan_of(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
                         const Params& p, bool bias) {
@@ -198,7 +241,7 @@ const PlanPtr& plan_of(Context& ctx, Pass pass, const TensorType& x, const Tenso
       key += ',';
     }
   }
-  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups}) {
+  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups, ctx.conv_launch_elements}) {
     key += '/';
     key += std::to_string(v);
   }
@@ -225,41 +268,64 @@ Prepared conv_prepare(Context& ctx, const void* params, std::span<const TensorTy
   return {plan, plan->workspace};
 }
 
-const ConvPlan& plan_for_kernel(const KernelContext& c, Pass pass, bool) {
+const ConvPlan& plan_for_kernel(const KernelContext& c, Pass pass) {
   MNEMO_ASSERT(c.state) << pass_op(pass) << ": the node was not prepared";
   const ConvPlan& plan = *static_cast<const ConvPlan*>(c.state);
   MNEMO_ASSERT(c.workspace_bytes >= plan.workspace && (plan.workspace == 0 || c.workspace))
-      << pass_op(pass) << " (cuDNN algorithm " << plan.algo << "): workspace of " << c.workspace_bytes
+      << pass_op(pass) << " (cuDNN algorithm " << plan.main->algo << "): workspace of " << c.workspace_bytes
       << " bytes planned, needs " << plan.workspace;
   return plan;
 }
 
+// Calls f(launch, first sample, first launch?) for each launch of the plan, in batch order.
+template <class F>
+void for_each_launch(const ConvPlan& plan, F&& f) {
+  for (int64_t b = 0; b < plan.batch; b += plan.chunk) {
+    const ConvLaunch& l = plan.batch - b < plan.chunk ? *plan.tail : *plan.main;
+    f(l, b, b == 0);
+  }
+}
+
+float* at_sample(void* data, int64_t sample, int64_t per) { return static_cast<float*>(data) + sample * per; }
+const float* at_sample(const void* data, int64_t sample, int64_t per) {
+  return static_cast<const float*>(data) + sample * per;
+}
+
 void conv2d_forward(const KernelContext& c) {  // (x, w [, b]) -> y
   const bool bias = c.in.size() > 2;
-  const ConvPlan& plan = plan_for_kernel(c, Pass::forward, bias);
+  const ConvPlan& plan = plan_for_kernel(c, Pass::forward);
   cudnnHandle_t h = context_of(c).cudnn;
   const float one = 1.0f, zero = 0.0f;
-  MNEMO_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan.x, c.in[0].data, plan.w, c.in[1].data, plan.conv,
-                                            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), c.workspace,
-                                            plan.workspace, &zero, plan.y, c.out[0].data));
-  if (bias) MNEMO_CUDNN_CHECK(cudnnAddTensor(h, &one, plan.bias, c.in[2].data, &one, plan.y, c.out[0].data));
+  for_each_launch(plan, [&](const ConvLaunch& l, int64_t b, bool) {
+    float* y = at_sample(c.out[0].data, b, plan.y_sample);
+    MNEMO_CUDNN_CHECK(cudnnConvolutionForward(h, &one, l.x, at_sample(c.in[0].data, b, plan.x_sample), l.w, c.in[1].data,
+                                              l.conv, static_cast<cudnnConvolutionFwdAlgo_t>(l.algo), c.workspace,
+                                              l.workspace, &zero, l.y, y));
+    if (bias) MNEMO_CUDNN_CHECK(cudnnAddTensor(h, &one, l.bias, c.in[2].data, &one, l.y, y));
+  });
 }
 
 void conv2d_grad_data(const KernelContext& c) {  // (dy, w) -> dx
-  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_data, false);
+  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_data);
   const float one = 1.0f, zero = 0.0f;
-  MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardData(context_of(c).cudnn, &one, plan.w, c.in[1].data, plan.y, c.in[0].data,
-                                                 plan.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                                 c.workspace, plan.workspace, &zero, plan.x, c.out[0].data));
+  for_each_launch(plan, [&](const ConvLaunch& l, int64_t b, bool) {
+    MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardData(context_of(c).cudnn, &one, l.w, c.in[1].data, l.y,
+                                                   at_sample(c.in[0].data, b, plan.y_sample), l.conv,
+                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(l.algo), c.workspace,
+                                                   l.workspace, &zero, l.x, at_sample(c.out[0].data, b, plan.x_sample)));
+  });
 }
 
+// Split along the batch, the later launches add their sums to the earlier ones' (beta = 1).
 void conv2d_grad_weight(const KernelContext& c) {  // (dy, x) -> dw
-  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_filter, false);
+  const ConvPlan& plan = plan_for_kernel(c, Pass::backward_filter);
   const float one = 1.0f, zero = 0.0f;
-  MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(context_of(c).cudnn, &one, plan.x, c.in[1].data, plan.y,
-                                                   c.in[0].data, plan.conv,
-                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo),
-                                                   c.workspace, plan.workspace, &zero, plan.w, c.out[0].data));
+  for_each_launch(plan, [&](const ConvLaunch& l, int64_t b, bool first) {
+    MNEMO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(context_of(c).cudnn, &one, l.x, at_sample(c.in[1].data, b, plan.x_sample),
+                                                     l.y, at_sample(c.in[0].data, b, plan.y_sample), l.conv,
+                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(l.algo), c.workspace,
+                                                     l.workspace, first ? &zero : &one, l.w, c.out[0].data));
+  });
 }
 
 // The block partials of the bias reduction (dy[N,K,P,Q] = in[0]).

@@ -92,11 +92,16 @@ Geom make_geom(const Params& p, int64_t N, int64_t C, int64_t H, int64_t W, int6
       << ", padding [" << p.ph << "," << p.pw << "])";
   Geom g{N, C, H, W, K, R, S, (H + 2 * p.ph - eh) / p.sh + 1, (W + 2 * p.pw - ew) / p.sw + 1,
          p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups};
-  // oneDNN and cuDNN index tensors with 32-bit integers.
-  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"x", numel({N, C, H, W})}, {"w", numel({K, C / p.groups, R, S})},
-                                {"y", numel({N, K, g.P, g.Q})}, {"im2col columns", numel({C / p.groups, R, S, g.P, g.Q})}})
+  // oneDNN and cuDNN index tensors with 32-bit integers. A batch past that range is run in pieces
+  // (on the CPU by the im2col kernels, which index with 64 bits; on the GPU as cuDNN launches along
+  // the batch), one sample cannot be.
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"one sample of x", numel({C, H, W})},
+                                {"w", numel({K, C / p.groups, R, S})}, {"one sample of y", numel({K, g.P, g.Q})},
+                                {"im2col columns", numel({C / p.groups, R, S, g.P, g.Q})}})
     MNEMO_CHECK(n <= INT32_MAX) << op << ": " << what << " would have " << n << " elements; convolutions are limited to 2^31 - 1"
-                                << " per tensor (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << ")";
+                                << " (N=" << N << " C=" << C << " H=" << H << " W=" << W << " K=" << K << ")";
+  (void)numel({N, C, H, W});  // the whole batch: checked (2^40 elements at most)
+  (void)numel({N, K, g.P, g.Q});
   return g;
 }
 
@@ -201,8 +206,11 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
 
 }  // namespace
 
+// oneDNN indexes with 32 bits: a batch whose x or y is past that range runs on the im2col kernels.
+bool past_int32(const Geom& g) { return g.N * g.C * g.H * g.W > INT32_MAX || g.N * g.K * g.PQ() > INT32_MAX; }
+
 std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bias, const Params& p, DType dt) {
-  if (dt != DType::f32 || p.algo == Algo::im2col) return nullptr;
+  if (dt != DType::f32 || p.algo == Algo::im2col || past_int32(g)) return nullptr;
   // No oneDNN implementation: Winograd falls back to direct, direct to im2col (the choice is the
   // node's prepared state, so the planned workspace and the kernel agree).
   if (p.algo == Algo::winograd) {
@@ -222,6 +230,7 @@ Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DTyp
   if (auto e = onednn_conv(pass, g, bias, p, dt)) return {e, onednn_workspace(*e)};
   MNEMO_CHECK(!p.block) << "conv2d (block " << p.block << "): oneDNN offers no kernel for N=" << g.N << " C=" << g.C << " "
                         << g.H << "x" << g.W << " K=" << g.K << " " << g.R << "x" << g.S
+                        << (past_int32(g) ? " (x or y past 2^31 - 1 elements, oneDNN's 32-bit range)" : "")
                         << "; the im2col kernels need plain [N,C,H,W] activations (no block)";
   return {nullptr, im2col_bytes};
 }

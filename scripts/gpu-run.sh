@@ -11,6 +11,8 @@
 #   bash scripts/gpu-run.sh profile  ResNet-50's step per op: mnemo --profile beside torch.profiler
 #   bash scripts/gpu-run.sh cudnn    ResNet-50: PyTorch through cuDNN's graph API and its legacy one, beside mnemo (alternating)
 #   bash scripts/gpu-run.sh big      speed per memory mode (budget too); the 1001-layer ResNet under sublinear, captured and eager
+#   bash scripts/gpu-run.sh split    ResNet-50 batches whose stem convolution passes 2^31 elements (split into launches), recursive
+#   bash scripts/gpu-run.sh tf32     PyTorch's ResNet-50 and LSTM with TF32 allowed (mnemo is strict float32)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -104,7 +106,18 @@ case $part in
     # The same launched node by node: what the captured graphs' instantiation adds to the measured memory.
     run train-resnet1000-sublinear-eager 240 $mnemo train configs/resnet1000-imagenet.yaml --device cuda --memory sublinear --steps 3 --no-eval --eager
     ;;
-  *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo or big)"; exit 2 ;;
+  split)
+    # Past cuDNN's int range: at batch 2675 and above ResNet-50's stem output holds more than 2^31
+    # elements, so its convolutions run as launches along the batch (cuda/ops_conv2d.cpp).
+    for b in 2800 4096 6144; do
+      run "bench-resnet50-imagenet-recursive-b$b" 240 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory recursive --batch $b --steps 2 --warmup 1 --json
+    done
+    ;;
+  tf32)
+    run torch-resnet50-tf32 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3 --tf32
+    run torch-lstm-paper-tf32 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3 --tf32
+    ;;
+  *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo, big, split or tf32)"; exit 2 ;;
 esac
 done
 echo "--- summary"; cat "$out/summary.txt"

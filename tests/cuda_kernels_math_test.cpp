@@ -1,12 +1,14 @@
 // The host-testable math of mnemo's own CUDA kernels (cuda/kernels/*_math.h: plain C++, the very
 // functions the .cu kernels call per element) run on the CPU over every index of small random
 // inputs and compared with the CPU ops: pooling and slice/concat/split bitwise, softmax
-// cross-entropy bitwise or within 1e-6 relative. Needs no GPU and no CUDA toolkit.
+// cross-entropy bitwise or within 1e-6 relative; the convolutions' launches along the batch. Needs no
+// GPU and no CUDA toolkit.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "cuda/kernels/conv2d_math.h"
 #include "cuda/kernels/pooling_math.h"
 #include "cuda/kernels/slice_concat_math.h"
 #include "cuda/kernels/softmax_cross_entropy_math.h"
@@ -373,6 +375,35 @@ TEST(CudaKernelsMath, SoftmaxCrossEntropyInvalidLabelIsNan) {
   sce::row_max_sum(zp + 4, 4, m, s);
   EXPECT_TRUE(std::isnan(sce::grad_value(zp[4], m, s, 4, 0, 4, 1.0f)));
   EXPECT_FALSE(std::isnan(sce::grad_value(zp[4], m, s, 3, 0, 4, 1.0f)));
+}
+
+// A convolution past cuDNN's int range runs as launches along the batch: each launch within the
+// limit, the fewest launches, equal ones but the last, every sample covered once.
+TEST(CudaKernelsMath, ConvolutionLaunchesCoverTheBatchWithinTheLimit) {
+  std::mt19937_64 rng(17);
+  for (int t = 0; t < 20000; ++t) {
+    const int64_t batch = 1 + static_cast<int64_t>(rng() % 5000), per = 1 + static_cast<int64_t>(rng() % 3000);
+    const int64_t limit = per / 2 + static_cast<int64_t>(rng() % (per * 40));
+    const int64_t chunk = cuda::conv::launch_batch(batch, per, limit);
+    if (per > limit) {
+      EXPECT_EQ(chunk, 0) << "one sample above the limit";
+      continue;
+    }
+    ASSERT_GE(chunk, 1);
+    ASSERT_LE(chunk, batch);
+    EXPECT_LE(chunk * per, limit) << batch << " x " << per << " within " << limit;
+    const int64_t launches = (batch + chunk - 1) / chunk, fewest = (batch + limit / per - 1) / (limit / per);
+    EXPECT_EQ(launches, fewest) << batch << " x " << per << " within " << limit;
+    const int64_t last = batch - (launches - 1) * chunk;
+    EXPECT_GE(last, 1);
+    EXPECT_LE(last, chunk);
+    if (batch * per <= limit) EXPECT_EQ(chunk, batch) << "a batch within the limit is one launch";
+  }
+  // The GPU cases: the test's [524589, 1, 64, 64] and ResNet-50's stem output [2800, 64, 112, 112].
+  EXPECT_EQ(cuda::conv::launch_batch(524589, 64 * 64, INT32_MAX), 262295);
+  EXPECT_EQ(cuda::conv::launch_batch(2800, 64 * 112 * 112, INT32_MAX), 1400);
+  EXPECT_EQ(cuda::conv::launch_batch(2674, 64 * 112 * 112, INT32_MAX), 2674);
+  EXPECT_EQ(cuda::conv::launch_batch(1, int64_t{INT32_MAX} + 1, INT32_MAX), 0);
 }
 
 }  // namespace

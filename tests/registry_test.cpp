@@ -245,3 +245,43 @@ INSTANTIATE_TEST_SUITE_P(AllComputeOps, KernelParity,
 
 }  // namespace
 }  // namespace mnemo::test
+
+namespace mnemo::test {
+namespace {
+
+// oneDNN indexes with 32 bits: a convolution whose batch takes x or y past 2^31 - 1 elements runs
+// on the im2col kernels (64-bit indices; no oneDNN state), every pass; a smaller one on oneDNN where
+// it offers a kernel; one sample past the range is refused naming the node.
+TEST(Registry, AConvolutionBatchPastInt32RunsOnIm2colAndOneSampleIsRefused) {
+  auto f32 = [](Shape s) { return TensorType{DType::f32, std::move(s)}; };
+  for (const int64_t n : {int64_t{2}, int64_t{524589}}) {
+    const TensorType x = f32({n, 1, 64, 64}), w = f32({1, 1, 3, 3});
+    const Attrs pad{{"padding", int64_t{1}}};
+    Attrs ad = pad, aw = pad;
+    ad["input_hw"] = std::vector<int64_t>{64, 64};
+    aw["kernel"] = std::vector<int64_t>{3, 3};
+    const std::pair<std::string, std::pair<std::vector<TensorType>, Attrs>> runs[] = {
+        {"conv2d", {{x, w}, pad}}, {"conv2d_grad_data", {{x, w}, ad}}, {"conv2d_grad_weight", {{x, x}, aw}}};
+    for (const auto& [op, io] : runs) {
+      Graph g;
+      std::vector<EntryRef> in;
+      for (size_t i = 0; i < io.first.size(); ++i) in.push_back(g.input("x" + std::to_string(i), io.first[i]));
+      const int node = g.add(op, in, io.second, "conv");
+      const PreparedKernel k = cpu_device().prepare(g, node);
+      if (n > 2) EXPECT_EQ(k.state, nullptr) << op << " x " << x.str() << ": past 2^31 - 1 elements, no oneDNN primitive";
+      else EXPECT_NE(k.state, nullptr) << op << " x " << x.str() << ": oneDNN";
+    }
+  }
+  Graph g;
+  try {
+    g.add("conv2d", {g.input("x", f32({1, 1, 46341, 46341})), g.input("w", f32({1, 1, 3, 3}))}, {{"padding", int64_t{1}}},
+          "huge");
+    ADD_FAILURE() << "a sample of 46341 x 46341 elements was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'huge'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("one sample of x would have 2147488281 elements"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mnemo::test

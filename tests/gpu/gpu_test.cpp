@@ -7,7 +7,9 @@
 //   memory:   the executor allocates exactly the planned arena; the cudaMemGetInfo peak minus the
 //             memory in use at open matches the planned total within the libraries' own use;
 //   training: a few steps on the GPU track the CPU run.
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -183,6 +185,214 @@ TEST(GpuConv, DepthwiseAndGroupedMatchCpu) {
   }
 }
 
+cuda::Context& gpu_context() { return *static_cast<cuda::Context*>(gpu().kernel_context()); }
+
+// Lowers the elements one cuDNN convolution launch may hold for the scope (the plans are cached by
+// the limit too, so plans made inside are split and plans made outside are not).
+struct LaunchLimit {
+  int64_t saved;
+  explicit LaunchLimit(int64_t limit) : saved(gpu_context().conv_launch_elements) { gpu_context().conv_launch_elements = limit; }
+  ~LaunchLimit() { gpu_context().conv_launch_elements = saved; }
+};
+
+// A convolution whose x or y holds more elements than one launch may is run as launches along the
+// batch (a limit lowered to two or three samples here: launches of 2, 2, 1 and of 3, 3, 1 samples,
+// a bias, a stride and a grouped case); every pass against the CPU kernel, written everywhere
+// (NaN-poisoned outputs), deterministic.
+TEST(GpuConv, BatchSplitLaunchesMatchCpu) {
+  MNEMO_REQUIRE_GPU();
+  auto f32 = [](Shape s) { return TensorType{DType::f32, std::move(s)}; };
+  struct Case { Shape x, w; Attrs a; bool bias; int per_launch; };
+  const Case cases[] = {
+      {{5, 3, 9, 9}, {4, 3, 3, 3}, {{"padding", int64_t{1}}}, true, 2},
+      {{7, 4, 10, 8}, {6, 4, 3, 3}, {{"stride", int64_t{2}}, {"padding", int64_t{1}}}, false, 3},
+      {{5, 6, 8, 7}, {6, 2, 1, 7}, {{"padding", std::vector<int64_t>{0, 3}}, {"groups", int64_t{3}}}, false, 2},
+  };
+  for (const Case& c : cases) {
+    const TensorType x = f32(c.x), w = f32(c.w), b = f32({c.w[0]});
+    Graph probe;
+    const TensorType y = probe.type(probe.add1("conv2d", {probe.input("x", x), probe.input("w", w)}, c.a));
+    const int64_t per = std::max(x.numel(), y.numel()) / x.shape[0];
+    const LaunchLimit limit(per * c.per_launch + per / 2);  // c.per_launch samples, not one more
+    Attrs ad = c.a, aw = c.a;
+    ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
+    aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
+    std::vector<TensorType> forward_in = {x, w};
+    if (c.bias) forward_in.push_back(b);
+    const std::pair<std::string, OpSample> runs[] = {{"conv2d", OpSample{c.a, forward_in}},
+                                                     {"conv2d_grad_data", OpSample{ad, {y, w}}},
+                                                     {"conv2d_grad_weight", OpSample{aw, {y, x}}}};
+    for (const auto& [op, sample] : runs) {
+      const Sample s = make_sample(op, sample, 11);
+      std::vector<std::pair<std::string, const Tensor*>> bind;
+      for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
+      const std::vector<Tensor> cpu = run_graph(s.g, bind, {{s.node, 0}});
+      const std::vector<Tensor> a = run_on_gpu(s), again = run_on_gpu(s);
+      for (int64_t i = 0; i < a[0].numel(); ++i)
+        ASSERT_FALSE(std::isnan(a[0].as<float>()[i])) << op << " x " << x.str() << ": element " << i << " not written";
+      EXPECT_LE(max_rel_diff(a[0], cpu[0]), 2e-5) << op << " x " << x.str() << " w " << w.str() << " in launches of "
+                                                 << c.per_launch << " samples";
+      EXPECT_TRUE(bitwise_equal(a[0], again[0])) << op << " differs between two runs";
+    }
+  }
+}
+
+// A value in [0, 1) for element i of stream `seed` (splitmix64): big tensors filled on the host in
+// parallel, and their references recomputed, without keeping a copy.
+float hashed(uint64_t i, uint64_t seed) {
+  uint64_t z = i + seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E5Bull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1p-24f;
+}
+
+// Past the int range for real: x and y of [524589, 1, 64, 64] (2 148 716 544 elements each, 8.6 GB)
+// with a 3x3 kernel, so every pass runs as two launches (262 295 and 262 294 samples). The forward
+// and the data gradient are checked on the samples at both ends of each launch and everything is
+// checked written; the weight gradient, a sum over the whole batch, against a float64 sum on the
+// host. The data are zero-mean (a float32 sum of a billion terms of one sign would stall, whoever
+// split it), x scaled by 1 + n/N along the batch; the sum's spread is sqrt(sum over n of the
+// sample's sum squared), and a launch reading another launch's samples, or overwriting instead of
+// adding to the first launch's sum, moves it by about that spread, 50 times the tolerance.
+TEST(GpuConv, BatchPastTheIntRangeRunsAsLaunches) {
+  MNEMO_REQUIRE_GPU();
+  constexpr int64_t N = 524589, H = 64, W = 64, S = H * W;
+  const int64_t elems = N * S;
+  ASSERT_GT(elems, int64_t{INT_MAX});
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < size_t{30} << 30) GTEST_SKIP() << "needs 30 GB of free device memory, " << (free_bytes >> 20) << " MiB free";
+  Device& dev = gpu();
+  const TensorType big{DType::f32, {N, 1, H, W}}, wt{DType::f32, {1, 1, 3, 3}};
+  const Attrs attrs{{"padding", int64_t{1}}};
+  auto x_at = [&](int64_t i) {
+    return (hashed(static_cast<uint64_t>(i), 1) - 0.5f) * (1.0f + static_cast<float>(i / S) / N);
+  };
+  auto dy_at = [&](int64_t i) { return hashed(static_cast<uint64_t>(i), 2) - 0.5f; };
+  auto upload = [&](DeviceTensor& t, auto&& value) {  // in pieces of 64 Mi elements
+    std::vector<float> host(int64_t{1} << 26);
+    for (int64_t off = 0; off < elems; off += static_cast<int64_t>(host.size())) {
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(host.size()), elems - off);
+#pragma omp parallel for
+      for (int64_t i = 0; i < n; ++i) host[i] = value(off + i);
+      dev.copy(static_cast<float*>(t.v.data) + off, host.data(), n * 4, CopyKind::host_to_device);
+    }
+  };
+  auto all_written = [&](const DeviceTensor& t) {
+    std::vector<float> host(int64_t{1} << 26);
+    for (int64_t off = 0; off < elems; off += static_cast<int64_t>(host.size())) {
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(host.size()), elems - off);
+      dev.copy(host.data(), static_cast<const float*>(t.v.data) + off, n * 4, CopyKind::device_to_host);
+      for (int64_t i = 0; i < n; ++i)
+        if (std::isnan(host[i])) return off + i;
+    }
+    return int64_t{-1};
+  };
+  auto sample_of = [&](const DeviceTensor& t, int64_t n) {
+    std::vector<float> host(S);
+    dev.copy(host.data(), static_cast<const float*>(t.v.data) + n * S, S * 4, CopyKind::device_to_host);
+    return host;
+  };
+  Tensor w(wt);
+  fill_distinct(w, 5);
+  DeviceTensor dw_in(dev, wt);
+  dw_in.upload(w);
+  // Runs `op` on the device tensors (outputs poisoned first).
+  auto run = [&](const std::string& op, const Attrs& a, std::vector<TensorView> in, TensorView out, const TensorType& out_type) {
+    Graph g;
+    std::vector<EntryRef> refs;
+    for (size_t i = 0; i < in.size(); ++i) refs.push_back(g.input("x" + std::to_string(i), in[i].type));
+    const int node = g.add(op, refs, a, "op");
+    EXPECT_EQ(g.node(node).outputs[0], out_type);
+    const PreparedKernel k = dev.prepare(g, node);
+    DeviceTensor work(dev, TensorType{DType::f32, {static_cast<int64_t>(k.workspace / 4 + 1)}});
+    std::vector<TensorView> ov = {out};
+    k.run(KernelContext{in, ov, g.node(node).params.get(), k.workspace ? work.v.data : nullptr, k.workspace,
+                        dev.kernel_context(), k.state.get()});
+    dev.synchronize();
+  };
+  const int64_t chunk = (N + 1) / 2;
+  const int64_t checked[] = {0, 1, chunk - 1, chunk, chunk + 1, N - 1};
+  const float* wv = w.as<float>();
+  DeviceTensor x(dev, big), y(dev, big);
+  upload(x, x_at);
+  {  // forward: y = conv(x, w)
+    y.poison();
+    run("conv2d", attrs, {x.v, dw_in.v}, y.v, big);
+    EXPECT_EQ(all_written(y), -1) << "conv2d: the first element left NaN";
+    for (int64_t n : checked) {
+      const std::vector<float> got = sample_of(y, n);
+      double err = 0, scale = 0;
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          double ref = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q) {
+              const int64_t ii = i + r - 1, jj = j + q - 1;
+              if (ii >= 0 && ii < H && jj >= 0 && jj < W) ref += double(wv[r * 3 + q]) * x_at(n * S + ii * W + jj);
+            }
+          err = std::max(err, std::abs(got[i * W + j] - ref));
+          scale = std::max(scale, std::abs(ref));
+        }
+      EXPECT_LE(err, 1e-5 * scale) << "conv2d: sample " << n << " of " << N << " (launches of " << chunk << ")";
+    }
+  }
+  upload(y, dy_at);  // now dy
+  {  // weight gradient: dw = sum over the batch of dy (x) x
+    DeviceTensor dw(dev, wt);
+    dw.poison();
+    run("conv2d_grad_weight", Attrs{{"padding", int64_t{1}}, {"kernel", std::vector<int64_t>{3, 3}}}, {y.v, x.v}, dw.v, wt);
+    const Tensor got = dw.download();
+    double ref[9] = {}, mag[9] = {};
+#pragma omp parallel
+    {
+      double r9[9] = {}, m9[9] = {};
+      std::vector<float> xs(S), ds(S);
+#pragma omp for
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t i = 0; i < S; ++i) xs[i] = x_at(n * S + i), ds[i] = dy_at(n * S + i);
+        for (int r = 0; r < 3; ++r)
+          for (int q = 0; q < 3; ++q) {
+            double acc = 0;
+            for (int64_t i = std::max(0, 1 - r); i < std::min(H, H + 1 - r); ++i)
+              for (int64_t j = std::max(0, 1 - q); j < std::min(W, W + 1 - q); ++j)
+                acc += double(ds[i * W + j]) * xs[(i + r - 1) * W + (j + q - 1)];
+            r9[r * 3 + q] += acc;
+            m9[r * 3 + q] += acc * acc;
+          }
+      }
+#pragma omp critical
+      for (int k = 0; k < 9; ++k) ref[k] += r9[k], mag[k] += m9[k];
+    }
+    for (int k = 0; k < 9; ++k)
+      EXPECT_LE(std::abs(got.as<float>()[k] - ref[k]), 0.02 * std::sqrt(mag[k]))
+          << "conv2d_grad_weight tap " << k << ": " << got.as<float>()[k] << " vs float64 " << ref[k] << ", spread "
+          << std::sqrt(mag[k]);
+  }
+  {  // data gradient: dx = conv_transpose(dy, w), into x's buffer
+    x.poison();
+    run("conv2d_grad_data", Attrs{{"padding", int64_t{1}}, {"input_hw", std::vector<int64_t>{H, W}}}, {y.v, dw_in.v}, x.v, big);
+    EXPECT_EQ(all_written(x), -1) << "conv2d_grad_data: the first element left NaN";
+    for (int64_t n : checked) {
+      const std::vector<float> got = sample_of(x, n);
+      double err = 0, scale = 0;
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          double ref = 0;  // dx[i,j] = sum over r,q of w[r,q] dy[i-r+1, j-q+1]
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q) {
+              const int64_t ii = i - r + 1, jj = j - q + 1;
+              if (ii >= 0 && ii < H && jj >= 0 && jj < W) ref += double(wv[r * 3 + q]) * dy_at(n * S + ii * W + jj);
+            }
+          err = std::max(err, std::abs(got[i * W + j] - ref));
+          scale = std::max(scale, std::abs(ref));
+        }
+      EXPECT_LE(err, 1e-5 * scale) << "conv2d_grad_data: sample " << n << " of " << N;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllComputeOps, GpuOp, ::testing::ValuesIn(compute_ops()), [](const auto& info) { return info.param; });
 
 // One training step's loss and gradients on the GPU under `mode`.
@@ -295,17 +505,23 @@ TEST(GpuMemory, ArenaIsThePlanAndMeasuredMatchesPlannedTotal) {
 
 // The same byte for byte in every memory mode and schedule order (the order changes lifetimes,
 // hence the arena): the executor allocates the planned arena, mnemo nothing beyond the plan but
-// alignment.
+// alignment; and every order computes the default order's loss and gradients bitwise.
 TEST(GpuMemory, EveryModeAndOrderAllocatesThePlan) {
   MNEMO_REQUIRE_GPU();
-  for (const char* cfg : {kResnet, kLstm})
-    for (const char* order : {"default", "greedy", "updates-last"})
+  for (const char* cfg : {kResnet, kLstm}) {
+    const StepResult ref = gpu_step(cfg, "share");
+    for (const char* order : {"default", "greedy", "updates-last", "optimal"})
       for (const std::string& mode : modes_for(cfg)) {
         const StepResult r = gpu_step(std::string(cfg) + "order: " + order + "\n", mode);
         EXPECT_EQ(r.allocated_arena, align_up(r.arena)) << mode << ", order " << order;
         EXPECT_GE(r.mnemo_allocated, r.total) << mode << ", order " << order;
         EXPECT_LE(r.mnemo_allocated - r.total, 256 * 200) << mode << ", order " << order;
+        EXPECT_TRUE(bitwise_equal(r.loss, ref.loss)) << mode << ", order " << order;
+        ASSERT_EQ(r.grads.size(), ref.grads.size());
+        for (size_t k = 0; k < r.grads.size(); ++k)
+          EXPECT_TRUE(bitwise_equal(r.grads[k], ref.grads[k])) << mode << ", order " << order << ", grad " << k;
       }
+  }
 }
 
 // Data parallelism on the device (docs/PARALLEL.md). A stand-in for the other ranks: rank 0 of
