@@ -8,7 +8,8 @@
 
 namespace mnemo {
 
-Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap, const std::vector<double>* mip_start) {
+Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap, const std::vector<double>* mip_start,
+                bool preprocess) {
   const int cols = static_cast<int>(lp.lo.size()), rows = static_cast<int>(lp.rows.size());
   // Column-major (CBC's loadProblem).
   std::vector<int> count(cols, 0);
@@ -35,6 +36,7 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   Cbc_setMaximumSeconds(m, std::max(0.05, seconds));
   if (cutoff < kInf) Cbc_setCutoff(m, cutoff);
   Cbc_setAllowableFractionGap(m, relative_gap);
+  if (!preprocess) Cbc_setParameter(m, "preprocess", "off");
   std::vector<int> all;
   if (mip_start) {
     all.resize(cols);
@@ -47,11 +49,21 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   s.infeasible = Cbc_isProvenInfeasible(m);
   s.time_limit = Cbc_isSecondsLimitReached(m);
   const double* x = Cbc_bestSolution(m);
+  if (mip_start && s.infeasible) {
+    // CBC 2.10's preprocessing, entered with the time nearly spent by the root LP, can report
+    // "cut generators found to be infeasible" for a programme whose start is feasible: not proven.
+    s.infeasible = false;
+    x = nullptr;
+  }
   if (x && !s.infeasible) {
     s.solution = true;
     s.x.assign(x, x + cols);
-    for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
+  } else if (mip_start) {
+    s.solution = true;
+    s.x = *mip_start;
   }
+  if (s.solution)
+    for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
   // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum.
   s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.optimal ? s.objective : 0;
   Cbc_deleteModel(m);

@@ -34,7 +34,10 @@ struct Solved {
 
 // Solves `lp` with CBC within `seconds`; `cutoff` < kInf: only solutions below it are sought; CBC
 // stops when its incumbent is within `relative_gap` of its bound. `start` (a value per column): a
-// feasible solution CBC starts from.
-Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap, const std::vector<double>* start = nullptr);
+// feasible solution CBC starts from. `preprocess` false: without CBC's (Cgl's) preprocessing. With a
+// start given, a claim of infeasibility is not believed (the start is feasible): the run counts as
+// stopped, with the start as its solution.
+Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap, const std::vector<double>* start = nullptr,
+                bool preprocess = true);
 
 }  // namespace mnemo

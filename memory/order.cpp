@@ -449,7 +449,12 @@ OrderReport reorder_step(TrainingGraph& tg, std::vector<PreparedKernel>& kernels
                      "): the better of default and greedy, bound: the forward pass's peak";
       } else {
         const std::vector<double> start = programme_values(pr, chosen);
-        const Solved s = run_milp(pr.lp, seconds, kInf, kOrderGap, &start);
+        // Without CBC's preprocessing: on this programme (ResNet-20's step with cuDNN's workspaces,
+        // 14 885 columns) the root LP takes most of the time, and the preprocessing after it
+        // crashed CBC 2.10 (a segmentation fault in CglPreProcess::postProcess, on an H200's host)
+        // or claimed the programme infeasible (on this project's 2-core machine); without it, CBC
+        // stops at the limit with the start and the LP's bound.
+        const Solved s = run_milp(pr.lp, seconds, kInf, kOrderGap, &start, /*preprocess=*/false);
         rep.status = s.optimal ? "optimal" : s.time_limit ? "time limit" : s.infeasible ? "infeasible" : "stopped";
         // The bound in bytes: every peak is a multiple of the arena alignment, so the bound rounds
         // up to one (less a thousandth of it for CBC's tolerances, far below them in bytes).
