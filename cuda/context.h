@@ -47,6 +47,10 @@ struct Context {
 
 inline Context& context_of(const KernelContext& c) { return *static_cast<Context*>(c.device); }
 
+// The cuDNN launches a prepared conv2d / conv2d_grad_data / conv2d_grad_weight node runs (its
+// PreparedKernel::state): 1, or more where its batch is split (cuda/ops_conv2d.cpp). For tests.
+int64_t conv_launches(const void* state);
+
 // Workspace bytes an op needs on the device (cuDNN algorithm workspace); null: none.
 using WorkspaceQuery = size_t (*)(Context& ctx, const void* params, std::span<const TensorType> in,
                                   std::span<const TensorType> out);

@@ -14,9 +14,9 @@
 // (atomics) are excluded by name as well. Fallbacks if none qualifies: forward IMPLICIT_GEMM,
 // backward data ALGO_1, backward filter ALGO_1 (all deterministic). Algorithms whose workspace
 // exceeds max(64 MiB, the op's largest tensor) are passed over while another qualifies (the
-// workspace is planned memory). The choice, the descriptors
-// and the workspace size are cached per (pass, shapes, stride, padding, dilation) in
-// Context::cached(), so the planner's workspace query and the kernel use the same algorithm.
+// workspace is planned memory). The choice, the descriptors and the workspace size are cached
+// per (pass, bias, shapes, stride, padding, dilation, groups, launch limit) in Context::cached(),
+// so the planner's workspace query and the kernel use the same algorithm.
 // The conv `algo` attribute (auto / im2col / winograd: CPU implementations) is ignored here.
 // Batches past the descriptors' int range: x or y above Context::conv_launch_elements (INT_MAX)
 // elements is cut along the batch into equal launches (the last smaller when they do not divide
@@ -192,7 +192,7 @@ std::unique_ptr<ConvLaunch> make_launch(Context& ctx, Pass pass, const TensorTyp
 }
 
 PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType& w, const TensorType& y,
-                  const Params& p, bool bias) {
+                  const Params& p, bool bias, int64_t limit) {
   MNEMO_CHECK(!p.block) << pass_op(pass) << ": block " << p.block
                         << " (channel-blocked activations, oneDNN's layout) runs on the CPU only; on a GPU build the "
                         << "model with model.layout: plain";
@@ -208,9 +208,9 @@ PlanPtr make_plan(Context& ctx, Pass pass, const TensorType& x, const TensorType
   plan->batch = x.shape[0];
   plan->x_sample = x.shape[1] * x.shape[2] * x.shape[3];
   plan->y_sample = y.shape[1] * y.shape[2] * y.shape[3];
-  plan->chunk = conv::launch_batch(plan->batch, std::max(plan->x_sample, plan->y_sample), ctx.conv_launch_elements);
+  plan->chunk = conv::launch_batch(plan->batch, std::max(plan->x_sample, plan->y_sample), limit);
   MNEMO_CHECK(plan->chunk >= 1) << pass_op(pass) << " (cuDNN): one sample of x " << x.str() << " or y " << y.str()
-                                << " has more than " << ctx.conv_launch_elements
+                                << " has more than " << limit
                                 << " elements (cuDNN's legacy descriptors index with int; a batch is split into launches, a "
                                    "sample cannot be)";
   auto with_batch = [](const TensorType& t, int64_t n) {
@@ -241,11 +241,12 @@ const PlanPtr& plan_of(Context& ctx, Pass pass, const TensorType& x, const Tenso
       key += ',';
     }
   }
-  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups, ctx.conv_launch_elements}) {
+  const int64_t limit = ctx.conv_launch_elements;  // read once: the key and the plan agree
+  for (int64_t v : {p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups, limit}) {
     key += '/';
     key += std::to_string(v);
   }
-  return ctx.cached<PlanPtr>(key, [&] { return make_plan(ctx, pass, x, w, y, p, bias); });
+  return ctx.cached<PlanPtr>(key, [&] { return make_plan(ctx, pass, x, w, y, p, bias, limit); });
 }
 
 // The tensors of each op in forward orientation: (x, w, y).
@@ -344,6 +345,12 @@ void conv2d_grad_bias(const KernelContext& c) {  // dy[N,K,P,Q] -> db[K]
 }
 
 }  // namespace
+
+int64_t conv_launches(const void* state) {
+  const ConvPlan& plan = *static_cast<const ConvPlan*>(state);
+  return (plan.batch + plan.chunk - 1) / plan.chunk;
+}
+
 }  // namespace mnemo::cuda
 
 MNEMO_REGISTER_CUDA_OPS(conv2d) {

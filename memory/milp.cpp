@@ -51,21 +51,23 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   const double* x = Cbc_bestSolution(m);
   if (mip_start && s.infeasible) {
     // CBC 2.10's preprocessing, entered with the time nearly spent by the root LP, can report
-    // "cut generators found to be infeasible" for a programme whose start is feasible: not proven.
+    // "cut generators found to be infeasible" for a programme whose start is feasible: not proven,
+    // and whatever CBC holds then is not trusted (no solution, no bound).
     s.infeasible = false;
+    s.claimed_infeasible = true;
     x = nullptr;
   }
   if (x && !s.infeasible) {
     s.solution = true;
     s.x.assign(x, x + cols);
-  } else if (mip_start) {
-    s.solution = true;
-    s.x = *mip_start;
-  }
-  if (s.solution)
     for (int c = 0; c < cols; ++c) s.objective += lp.obj[c] * s.x[c];  // (CBC's own value is 0 after a pure LP)
-  // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum.
+  }
+  // A MIP's best possible value holds at a time limit too; an LP's value only at its optimum. CBC
+  // gives the incumbent's value (or its "infinity") where it has no bound of its own: unknown.
   s.bound = mip ? Cbc_getBestPossibleObjValue(m) : s.optimal ? s.objective : 0;
+  const bool unknown = s.claimed_infeasible || !std::isfinite(s.bound) || std::abs(s.bound) >= 1e30 ||
+                       (mip && !s.optimal && s.solution && s.bound >= s.objective - 1e-9 * std::max(1.0, std::abs(s.objective)));
+  if (unknown) s.bound = -kInf;
   Cbc_deleteModel(m);
   return s;
 }

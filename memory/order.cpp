@@ -455,7 +455,11 @@ OrderReport reorder_step(TrainingGraph& tg, std::vector<PreparedKernel>& kernels
         // or claimed the programme infeasible (on this project's 2-core machine); without it, CBC
         // stops at the limit with the start and the LP's bound.
         const Solved s = run_milp(pr.lp, seconds, kInf, kOrderGap, &start, /*preprocess=*/false);
-        rep.status = s.optimal ? "optimal" : s.time_limit ? "time limit" : s.infeasible ? "infeasible" : "stopped";
+        rep.status = s.optimal              ? "optimal"
+                     : s.time_limit         ? "time limit"
+                     : s.infeasible         ? "infeasible"
+                     : s.claimed_infeasible ? "CBC claimed infeasible with a valid order as its start: not believed, no bound"
+                                            : "stopped";
         // The bound in bytes: every peak is a multiple of the arena alignment, so the bound rounds
         // up to one (less a thousandth of it for CBC's tolerances, far below them in bytes).
         const double bound_bytes = std::max(s.bound * pr.unit, static_cast<double>(forward_peak));

@@ -204,10 +204,10 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
   return e;
 }
 
-}  // namespace
-
 // oneDNN indexes with 32 bits: a batch whose x or y is past that range runs on the im2col kernels.
 bool past_int32(const Geom& g) { return g.N * g.C * g.H * g.W > INT32_MAX || g.N * g.K * g.PQ() > INT32_MAX; }
+
+}  // namespace
 
 std::shared_ptr<const OnednnConv> onednn_conv(Pass pass, const Geom& g, bool bias, const Params& p, DType dt) {
   if (dt != DType::f32 || p.algo == Algo::im2col || past_int32(g)) return nullptr;
@@ -230,8 +230,9 @@ Prepared prepare_pass(Pass pass, const Geom& g, bool bias, const Params& p, DTyp
   if (auto e = onednn_conv(pass, g, bias, p, dt)) return {e, onednn_workspace(*e)};
   MNEMO_CHECK(!p.block) << "conv2d (block " << p.block << "): oneDNN offers no kernel for N=" << g.N << " C=" << g.C << " "
                         << g.H << "x" << g.W << " K=" << g.K << " " << g.R << "x" << g.S
-                        << (past_int32(g) ? " (x or y past 2^31 - 1 elements, oneDNN's 32-bit range)" : "")
-                        << "; the im2col kernels need plain [N,C,H,W] activations (no block)";
+                        << (past_int32(g) ? " (x or y past 2^31 - 1 elements, oneDNN's 32-bit range: not asked)" : "")
+                        << "; the im2col kernels need plain [N,C,H,W] activations (no block): build the model "
+                        << "with model.layout: plain";
   return {nullptr, im2col_bytes};
 }
 

@@ -70,6 +70,13 @@ TEST(Config, ResNetLayoutFollowsTheDevice) {
   }
   const Config cpu = config("auto", "cpu");
   EXPECT_EQ(build_model(cpu, static_data_shape(cpu), 2).layout.empty(), ops::conv::onednn_channel_block() == 0);
+  // A batch whose activations may pass oneDNN's 32-bit range runs on the im2col kernels: plain.
+  ResNetConfig big;
+  big.style = "imagenet", big.layout = "auto", big.height = big.width = 224;
+  big.batch = 64;
+  EXPECT_EQ(resnet_block(big, "cpu"), ops::conv::onednn_channel_block()) << "ResNet-50's batch 64";
+  big.batch = 3000;  // 3000 x 64 x 224 x 224 > 2^31 - 1
+  EXPECT_EQ(resnet_block(big, "cpu"), 0) << "ResNet-50's batch 3000";
   Config narrow = config("auto", "cpu");
   narrow.resnet.width_base = 4;  // no block divides it: plain
   EXPECT_TRUE(build_model(narrow, static_data_shape(narrow), 2).layout.empty());

@@ -227,6 +227,7 @@ TEST(GpuConv, BatchSplitLaunchesMatchCpu) {
       std::vector<std::pair<std::string, const Tensor*>> bind;
       for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
       const std::vector<Tensor> cpu = run_graph(s.g, bind, {{s.node, 0}});
+      EXPECT_EQ(cuda::conv_launches(gpu().prepare(s.g, s.node).state.get()), 3) << op << " x " << x.str();
       const std::vector<Tensor> a = run_on_gpu(s), again = run_on_gpu(s);
       for (int64_t i = 0; i < a[0].numel(); ++i)
         ASSERT_FALSE(std::isnan(a[0].as<float>()[i])) << op << " x " << x.str() << ": element " << i << " not written";
@@ -306,6 +307,7 @@ TEST(GpuConv, BatchPastTheIntRangeRunsAsLaunches) {
     const int node = g.add(op, refs, a, "op");
     EXPECT_EQ(g.node(node).outputs[0], out_type);
     const PreparedKernel k = dev.prepare(g, node);
+    EXPECT_EQ(cuda::conv_launches(k.state.get()), 2) << op;
     DeviceTensor work(dev, TensorType{DType::f32, {static_cast<int64_t>(k.workspace / 4 + 1)}});
     std::vector<TensorView> ov = {out};
     k.run(KernelContext{in, ov, g.node(node).params.get(), k.workspace ? work.v.data : nullptr, k.workspace,

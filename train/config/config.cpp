@@ -482,7 +482,10 @@ int64_t resnet_block(const ResNetConfig& r, const std::string& device) {
   const bool gpu = device.rfind("cuda", 0) == 0;
   const int64_t block = ops::conv::onednn_channel_block();  // oneDNN's own layout on this CPU
   const bool fits = r.dtype == DType::f32 && block > 0 && resnet_base_width(r) % block == 0;
-  if (r.layout == "auto") return !gpu && fits ? block : 0;  // blocked where it runs
+  // No activation of the net holds more than batch x max(C, base width) x H x W elements; past
+  // oneDNN's 32-bit range its convolutions run on the im2col kernels, which need plain activations.
+  const int64_t most = numel({r.batch, std::max(r.channels, resnet_base_width(r)), r.height, r.width});
+  if (r.layout == "auto") return !gpu && fits && most <= INT32_MAX ? block : 0;  // blocked where it runs
   MNEMO_CHECK(!gpu) << "model.layout: blocked is oneDNN's layout (the CPU); device " << device
                     << " runs plain activations: use layout: plain or auto";
   MNEMO_CHECK(block > 0) << "model.layout: blocked: oneDNN's convolutions use no channel-blocked layout on this CPU; "
