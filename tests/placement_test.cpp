@@ -244,14 +244,21 @@ TEST(Placement, TheSplitsAtThePeaksReachTheBound) {
 // peaks lie in the recomputation), and the searches stopped 0.04% and 0.01% above it at the 5 s
 // limit with the small buffers (below 1/4096 of the live bytes) in the gaps. The large ones alone
 // reach their own bound, and the small ones live at the peak, stacked on them, fill the rest of
-// it: the exact placement is at the bound, well within the limit, and the plan valid.
+// it: the exact placement is at the bound, well within the limit, and the plan valid. On
+// Inception-v3's share plan in the greedy order (every start above the bound, the searches 2.5
+// KiB above it at the limit) the second round does it.
 TEST(Placement, TheSmallBuffersOnTopReachTheBound) {
-  for (const char* file : {"resnet101", "inception_v3"}) {
-    SCOPED_TRACE(file);
+  // Inception-v3's share plan in the greedy order: two small buffers living just after the peak
+  // are placed with the large ones in the second round.
+  const struct { const char *file, *mode, *order; } cases[] = {
+      {"resnet101", "sublinear", "default"}, {"inception_v3", "sublinear", "default"}, {"inception_v3", "share", "greedy"}};
+  for (const auto& [file, mode, order] : cases) {
+    SCOPED_TRACE(std::string(file) + " " + mode + " " + order);
     Config c = load_config(std::string(MNEMO_SOURCE_DIR "/configs/table2/") + file + ".yaml");
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
     c.placement_seconds = 5;
-    const MirrorResult exact = plan_pipeline(c, p, "sublinear", nullptr, true);
+    c.order = order;
+    const MirrorResult exact = plan_pipeline(c, p, mode, nullptr, true);
     const Liveness l = analyze_liveness(exact.training.graph, true, exact.planned.plan.kernels);
     const int64_t live = max_live_bytes(l, true);
     for (const PlacementStart& st : placement_starts(l.buffers, true)) EXPECT_GT(checked_arena(l.buffers, st.offsets), live) << st.name;
