@@ -283,5 +283,57 @@ TEST(Registry, AConvolutionBatchPastInt32RunsOnIm2colAndOneSampleIsRefused) {
   }
 }
 
+// The im2col kernels on a batch past 2^31 elements for real, every pass (test_util.h's BigConv:
+// two 8.6 GB tensors, about 17 GB of memory, a minute on 2 cores): skipped unless
+// MNEMO_HUGE_TESTS=1 and 20 GB are available. Forward and data gradient on samples at both ends
+// and the middle against float64, every element written; the weight gradient against a float64
+// sum over the batch within 2% of its spread.
+TEST(Registry, TheIm2colKernelsRunABatchPastInt32) {
+  const char* huge = std::getenv("MNEMO_HUGE_TESTS");
+  if (!huge || std::string(huge) != "1") GTEST_SKIP() << "set MNEMO_HUGE_TESTS=1 (needs about 17 GB of memory)";
+  const int64_t available = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (available < (int64_t{20} << 30)) GTEST_SKIP() << "needs 20 GB of available memory, " << (available >> 20) << " MiB available";
+  using B = BigConv;
+  const int64_t elems = B::N * B::S;
+  const TensorType big{DType::f32, {B::N, 1, B::H, B::W}}, wt{DType::f32, {1, 1, 3, 3}};
+  Tensor w(wt);
+  fill_distinct(w, 5);
+  auto fill = [&](Tensor& t, float (*value)(int64_t)) {
+    float* p = t.as<float>();
+#pragma omp parallel for
+    for (int64_t i = 0; i < elems; ++i) p[i] = value(i);
+  };
+  auto run = [&](const std::string& op, const Attrs& a, const Tensor& in0, const Tensor& in1, Tensor& out) {
+    Graph g;
+    const int node = g.add(op, {g.input("a", in0.type()), g.input("b", in1.type())}, a, "op");
+    const PreparedKernel k = cpu_device().prepare(g, node);
+    EXPECT_EQ(k.state, nullptr) << op << ": no oneDNN primitive past 2^31 - 1 elements";
+    std::vector<char> ws(k.workspace + 64);
+    float* o = out.as<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = NAN;
+    std::vector<TensorView> in = {in0.view(), in1.view()}, ov = {out.view()};
+    k.run(KernelContext{in, ov, g.node(node).params.get(), ws.data(), k.workspace, nullptr, k.state.get()});
+    for (int64_t i = 0; i < out.numel(); ++i)
+      if (std::isnan(o[i])) return ADD_FAILURE() << op << ": element " << i << " not written";
+  };
+  const int64_t checked[] = {0, 1, B::N / 2 - 1, B::N / 2, B::N / 2 + 1, B::N - 2, B::N - 1};
+  Tensor a(big), out(big);
+  fill(a, B::x_at);
+  run("conv2d", {{"padding", int64_t{1}}}, a, w, out);
+  for (int64_t n : checked)
+    EXPECT_LE(B::sample_error(out.as<float>() + n * B::S, n, w.as<float>(), false), 1e-5) << "conv2d: sample " << n;
+  fill(out, B::dy_at);  // dy
+  Tensor dw(wt);
+  run("conv2d_grad_weight", {{"padding", int64_t{1}}, {"kernel", std::vector<int64_t>{3, 3}}}, out, a, dw);
+  double ref[9], spread[9];
+  B::weight_grad(ref, spread);
+  for (int k = 0; k < 9; ++k)
+    EXPECT_LE(std::abs(dw.as<float>()[k] - ref[k]), 0.02 * spread[k]) << "conv2d_grad_weight tap " << k << ": " << dw.as<float>()[k]
+                                                                     << " vs float64 " << ref[k];
+  run("conv2d_grad_data", {{"padding", int64_t{1}}, {"input_hw", std::vector<int64_t>{B::H, B::W}}}, out, w, a);
+  for (int64_t n : checked)
+    EXPECT_LE(B::sample_error(a.as<float>() + n * B::S, n, w.as<float>(), true), 1e-5) << "conv2d_grad_data: sample " << n;
+}
+
 }  // namespace
 }  // namespace mnemo::test

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 namespace mnemo::test {
@@ -191,6 +192,56 @@ Graph random_net(std::mt19937& rng, int layers, EntryRef* loss) {
   }
   *loss = g.add1("softmax_cross_entropy", {fc(pool.back(), 3).e, labels});
   return g;
+}
+
+float BigConv::hashed(uint64_t i, uint64_t seed) {
+  uint64_t z = i + seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E5Bull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1p-24f;
+}
+
+double BigConv::sample_error(const float* got, int64_t n, const float* w9, bool transposed) {
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < H; ++i)
+    for (int64_t j = 0; j < W; ++j) {
+      double ref = 0;  // forward: x[i+r-1, j+q-1]; transposed: dy[i-r+1, j-q+1]
+      for (int r = 0; r < 3; ++r)
+        for (int q = 0; q < 3; ++q) {
+          const int64_t ii = transposed ? i - r + 1 : i + r - 1, jj = transposed ? j - q + 1 : j + q - 1;
+          if (ii >= 0 && ii < H && jj >= 0 && jj < W)
+            ref += double(w9[r * 3 + q]) * (transposed ? dy_at(n * S + ii * W + jj) : x_at(n * S + ii * W + jj));
+        }
+      err = std::max(err, std::abs(got[i * W + j] - ref));
+      scale = std::max(scale, std::abs(ref));
+    }
+  return scale > 0 ? err / scale : std::numeric_limits<double>::infinity();
+}
+
+void BigConv::weight_grad(double ref[9], double spread[9]) {
+  for (int k = 0; k < 9; ++k) ref[k] = spread[k] = 0;
+#pragma omp parallel
+  {
+    double r9[9] = {}, m9[9] = {};
+    std::vector<float> xs(S), ds(S);
+#pragma omp for
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t i = 0; i < S; ++i) xs[i] = x_at(n * S + i), ds[i] = dy_at(n * S + i);
+      for (int r = 0; r < 3; ++r)
+        for (int q = 0; q < 3; ++q) {
+          double acc = 0;
+          for (int64_t i = std::max(0, 1 - r); i < std::min<int64_t>(H, H + 1 - r); ++i)
+            for (int64_t j = std::max(0, 1 - q); j < std::min<int64_t>(W, W + 1 - q); ++j)
+              acc += double(ds[i * W + j]) * xs[(i + r - 1) * W + (j + q - 1)];
+          r9[r * 3 + q] += acc;
+          m9[r * 3 + q] += acc * acc;
+        }
+    }
+#pragma omp critical
+    for (int k = 0; k < 9; ++k) ref[k] += r9[k], spread[k] += m9[k];
+  }
+  for (int k = 0; k < 9; ++k) spread[k] = std::sqrt(spread[k]);
 }
 
 }  // namespace mnemo::test

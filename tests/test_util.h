@@ -50,6 +50,21 @@ bool bitwise_equal(const Tensor& a, const Tensor& b);
 // same (kernels whose sums have a fixed order).
 void expect_bitwise_for_any_thread_count(const std::function<std::vector<Tensor>()>& outputs);
 
+// Convolutions past 2^31 elements (the CPU's im2col kernels, the GPU's launches along the batch):
+// [N, 1, 64, 64] data, zero-mean, element i of stream `seed` recomputed on demand (splitmix64),
+// x scaled by 1 + n/N along the batch, with a 3x3 kernel and padding 1, and float64 references.
+struct BigConv {
+  static constexpr int64_t N = 524589, H = 64, W = 64, S = H * W;  // N * S = 2 148 716 544 > 2^31 - 1
+  static float hashed(uint64_t i, uint64_t seed);  // in [0, 1)
+  static float x_at(int64_t i) { return (hashed(static_cast<uint64_t>(i), 1) - 0.5f) * (1.0f + static_cast<float>(i / S) / N); }
+  static float dy_at(int64_t i) { return hashed(static_cast<uint64_t>(i), 2) - 0.5f; }
+  // max |got - ref| / max |ref| over sample n: forward y = conv(x, w) (transposed: dx = conv^T(dy, w)).
+  static double sample_error(const float* got, int64_t n, const float* w9, bool transposed);
+  // The weight gradient sum over the batch of dy (x) x in float64, and its spread (sqrt of the sum
+  // over n of each sample's sum squared): a launch reading the wrong samples moves it by about that.
+  static void weight_grad(double ref[9], double spread[9]);
+};
+
 }  // namespace mnemo::test
 
 namespace mnemo::test {

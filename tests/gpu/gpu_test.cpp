@@ -238,40 +238,26 @@ TEST(GpuConv, BatchSplitLaunchesMatchCpu) {
   }
 }
 
-// A value in [0, 1) for element i of stream `seed` (splitmix64): big tensors filled on the host in
-// parallel, and their references recomputed, without keeping a copy.
-float hashed(uint64_t i, uint64_t seed) {
-  uint64_t z = i + seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E5Bull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1p-24f;
-}
-
-// Past the int range for real: x and y of [524589, 1, 64, 64] (2 148 716 544 elements each, 8.6 GB)
-// with a 3x3 kernel, so every pass runs as two launches (262 295 and 262 294 samples). The forward
-// and the data gradient are checked on the samples at both ends of each launch and everything is
-// checked written; the weight gradient, a sum over the whole batch, against a float64 sum on the
-// host. The data are zero-mean (a float32 sum of a billion terms of one sign would stall, whoever
-// split it), x scaled by 1 + n/N along the batch; the sum's spread is sqrt(sum over n of the
-// sample's sum squared), and a launch reading another launch's samples, or overwriting instead of
-// adding to the first launch's sum, moves it by about that spread, 50 times the tolerance.
+// Past the int range for real: x and y of [524589, 1, 64, 64] (2 148 716 544 elements each, 8.6 GB;
+// test_util.h's BigConv) with a 3x3 kernel, so every pass runs as two launches (262 295 and 262 294
+// samples). The forward and the data gradient are checked on the samples at both ends of each
+// launch and everything is checked written; the weight gradient, a sum over the whole batch,
+// against a float64 sum on the host. The data are zero-mean (a float32 sum of a billion terms of
+// one sign would stall, whoever split it), x scaled by 1 + n/N along the batch; a launch reading
+// another launch's samples, or overwriting instead of adding to the first launch's sum, moves the
+// sum by about its spread, 50 times the tolerance.
 TEST(GpuConv, BatchPastTheIntRangeRunsAsLaunches) {
   MNEMO_REQUIRE_GPU();
-  constexpr int64_t N = 524589, H = 64, W = 64, S = H * W;
-  const int64_t elems = N * S;
+  using B = BigConv;
+  const int64_t elems = B::N * B::S;
   ASSERT_GT(elems, int64_t{INT_MAX});
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
   if (free_bytes < size_t{30} << 30) GTEST_SKIP() << "needs 30 GB of free device memory, " << (free_bytes >> 20) << " MiB free";
   Device& dev = gpu();
-  const TensorType big{DType::f32, {N, 1, H, W}}, wt{DType::f32, {1, 1, 3, 3}};
+  const TensorType big{DType::f32, {B::N, 1, B::H, B::W}}, wt{DType::f32, {1, 1, 3, 3}};
   const Attrs attrs{{"padding", int64_t{1}}};
-  auto x_at = [&](int64_t i) {
-    return (hashed(static_cast<uint64_t>(i), 1) - 0.5f) * (1.0f + static_cast<float>(i / S) / N);
-  };
-  auto dy_at = [&](int64_t i) { return hashed(static_cast<uint64_t>(i), 2) - 0.5f; };
-  auto upload = [&](DeviceTensor& t, auto&& value) {  // in pieces of 64 Mi elements
+  auto upload = [&](DeviceTensor& t, float (*value)(int64_t)) {  // in pieces of 64 Mi elements
     std::vector<float> host(int64_t{1} << 26);
     for (int64_t off = 0; off < elems; off += static_cast<int64_t>(host.size())) {
       const int64_t n = std::min<int64_t>(static_cast<int64_t>(host.size()), elems - off);
@@ -291,8 +277,8 @@ TEST(GpuConv, BatchPastTheIntRangeRunsAsLaunches) {
     return int64_t{-1};
   };
   auto sample_of = [&](const DeviceTensor& t, int64_t n) {
-    std::vector<float> host(S);
-    dev.copy(host.data(), static_cast<const float*>(t.v.data) + n * S, S * 4, CopyKind::device_to_host);
+    std::vector<float> host(B::S);
+    dev.copy(host.data(), static_cast<const float*>(t.v.data) + n * B::S, B::S * 4, CopyKind::device_to_host);
     return host;
   };
   Tensor w(wt);
@@ -314,84 +300,38 @@ TEST(GpuConv, BatchPastTheIntRangeRunsAsLaunches) {
                         dev.kernel_context(), k.state.get()});
     dev.synchronize();
   };
-  const int64_t chunk = (N + 1) / 2;
-  const int64_t checked[] = {0, 1, chunk - 1, chunk, chunk + 1, N - 1};
-  const float* wv = w.as<float>();
+  const int64_t chunk = (B::N + 1) / 2;
+  const int64_t checked[] = {0, 1, chunk - 1, chunk, chunk + 1, B::N - 1};
   DeviceTensor x(dev, big), y(dev, big);
-  upload(x, x_at);
+  upload(x, B::x_at);
   {  // forward: y = conv(x, w)
     y.poison();
     run("conv2d", attrs, {x.v, dw_in.v}, y.v, big);
     EXPECT_EQ(all_written(y), -1) << "conv2d: the first element left NaN";
-    for (int64_t n : checked) {
-      const std::vector<float> got = sample_of(y, n);
-      double err = 0, scale = 0;
-      for (int64_t i = 0; i < H; ++i)
-        for (int64_t j = 0; j < W; ++j) {
-          double ref = 0;
-          for (int r = 0; r < 3; ++r)
-            for (int q = 0; q < 3; ++q) {
-              const int64_t ii = i + r - 1, jj = j + q - 1;
-              if (ii >= 0 && ii < H && jj >= 0 && jj < W) ref += double(wv[r * 3 + q]) * x_at(n * S + ii * W + jj);
-            }
-          err = std::max(err, std::abs(got[i * W + j] - ref));
-          scale = std::max(scale, std::abs(ref));
-        }
-      EXPECT_LE(err, 1e-5 * scale) << "conv2d: sample " << n << " of " << N << " (launches of " << chunk << ")";
-    }
+    for (int64_t n : checked)
+      EXPECT_LE(B::sample_error(sample_of(y, n).data(), n, w.as<float>(), false), 1e-5)
+          << "conv2d: sample " << n << " of " << B::N << " (launches of " << chunk << ")";
   }
-  upload(y, dy_at);  // now dy
+  upload(y, B::dy_at);  // now dy
   {  // weight gradient: dw = sum over the batch of dy (x) x
     DeviceTensor dw(dev, wt);
     dw.poison();
     run("conv2d_grad_weight", Attrs{{"padding", int64_t{1}}, {"kernel", std::vector<int64_t>{3, 3}}}, {y.v, x.v}, dw.v, wt);
     const Tensor got = dw.download();
-    double ref[9] = {}, mag[9] = {};
-#pragma omp parallel
-    {
-      double r9[9] = {}, m9[9] = {};
-      std::vector<float> xs(S), ds(S);
-#pragma omp for
-      for (int64_t n = 0; n < N; ++n) {
-        for (int64_t i = 0; i < S; ++i) xs[i] = x_at(n * S + i), ds[i] = dy_at(n * S + i);
-        for (int r = 0; r < 3; ++r)
-          for (int q = 0; q < 3; ++q) {
-            double acc = 0;
-            for (int64_t i = std::max(0, 1 - r); i < std::min(H, H + 1 - r); ++i)
-              for (int64_t j = std::max(0, 1 - q); j < std::min(W, W + 1 - q); ++j)
-                acc += double(ds[i * W + j]) * xs[(i + r - 1) * W + (j + q - 1)];
-            r9[r * 3 + q] += acc;
-            m9[r * 3 + q] += acc * acc;
-          }
-      }
-#pragma omp critical
-      for (int k = 0; k < 9; ++k) ref[k] += r9[k], mag[k] += m9[k];
-    }
+    double ref[9], spread[9];
+    B::weight_grad(ref, spread);
     for (int k = 0; k < 9; ++k)
-      EXPECT_LE(std::abs(got.as<float>()[k] - ref[k]), 0.02 * std::sqrt(mag[k]))
-          << "conv2d_grad_weight tap " << k << ": " << got.as<float>()[k] << " vs float64 " << ref[k] << ", spread "
-          << std::sqrt(mag[k]);
+      EXPECT_LE(std::abs(got.as<float>()[k] - ref[k]), 0.02 * spread[k])
+          << "conv2d_grad_weight tap " << k << ": " << got.as<float>()[k] << " vs float64 " << ref[k] << ", spread " << spread[k];
   }
   {  // data gradient: dx = conv_transpose(dy, w), into x's buffer
     x.poison();
-    run("conv2d_grad_data", Attrs{{"padding", int64_t{1}}, {"input_hw", std::vector<int64_t>{H, W}}}, {y.v, dw_in.v}, x.v, big);
+    run("conv2d_grad_data", Attrs{{"padding", int64_t{1}}, {"input_hw", std::vector<int64_t>{B::H, B::W}}}, {y.v, dw_in.v}, x.v,
+        big);
     EXPECT_EQ(all_written(x), -1) << "conv2d_grad_data: the first element left NaN";
-    for (int64_t n : checked) {
-      const std::vector<float> got = sample_of(x, n);
-      double err = 0, scale = 0;
-      for (int64_t i = 0; i < H; ++i)
-        for (int64_t j = 0; j < W; ++j) {
-          double ref = 0;  // dx[i,j] = sum over r,q of w[r,q] dy[i-r+1, j-q+1]
-          for (int r = 0; r < 3; ++r)
-            for (int q = 0; q < 3; ++q) {
-              const int64_t ii = i - r + 1, jj = j - q + 1;
-              if (ii >= 0 && ii < H && jj >= 0 && jj < W) ref += double(wv[r * 3 + q]) * dy_at(n * S + ii * W + jj);
-            }
-          err = std::max(err, std::abs(got[i * W + j] - ref));
-          scale = std::max(scale, std::abs(ref));
-        }
-      EXPECT_LE(err, 1e-5 * scale) << "conv2d_grad_data: sample " << n << " of " << N;
-    }
+    for (int64_t n : checked)
+      EXPECT_LE(B::sample_error(sample_of(x, n).data(), n, w.as<float>(), true), 1e-5)
+          << "conv2d_grad_data: sample " << n << " of " << B::N;
   }
 }
 
