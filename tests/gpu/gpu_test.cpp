@@ -152,6 +152,33 @@ TEST_P(GpuOp, MatchesCpuWritesEverythingAndIsDeterministic) {
   }
 }
 
+// The three passes of a convolution of x by w with attributes `a` (a bias of K channels in the
+// forward one with `bias`): y's type and each pass's op and sample.
+struct ConvPasses {
+  TensorType y;
+  std::vector<std::pair<std::string, OpSample>> runs;
+};
+ConvPasses conv_passes(const TensorType& x, const TensorType& w, const Attrs& a, bool bias = false) {
+  Graph probe;
+  ConvPasses p;
+  p.y = probe.type(probe.add1("conv2d", {probe.input("x", x), probe.input("w", w)}, a));
+  Attrs ad = a, aw = a;
+  ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
+  aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
+  std::vector<TensorType> forward_in = {x, w};
+  if (bias) forward_in.push_back(TensorType{DType::f32, {w.shape[0]}});
+  p.runs = {{"conv2d", OpSample{a, forward_in}}, {"conv2d_grad_data", OpSample{ad, {p.y, w}}},
+            {"conv2d_grad_weight", OpSample{aw, {p.y, x}}}};
+  return p;
+}
+
+// Output 0 of the sample's node, run on the CPU.
+Tensor cpu_output(const Sample& s) {
+  std::vector<std::pair<std::string, const Tensor*>> bind;
+  for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
+  return std::move(run_graph(s.g, bind, {{s.node, 0}})[0]);
+}
+
 // Depthwise convolutions (cuDNN's grouped path with G = C) and a grouped 1x7 kernel, every pass,
 // against the CPU kernels; the registry's samples cover G = 2.
 TEST(GpuConv, DepthwiseAndGroupedMatchCpu) {
@@ -165,21 +192,11 @@ TEST(GpuConv, DepthwiseAndGroupedMatchCpu) {
   };
   for (const Case& c : cases) {
     const TensorType x = f32(c.x), w = f32(c.w);
-    Graph probe;
-    const TensorType y = probe.type(probe.add1("conv2d", {probe.input("x", x), probe.input("w", w)}, c.a));
-    Attrs ad = c.a, aw = c.a;
-    ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
-    aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
-    const std::pair<std::string, OpSample> runs[] = {{"conv2d", OpSample{c.a, {x, w}}},
-                                                     {"conv2d_grad_data", OpSample{ad, {y, w}}},
-                                                     {"conv2d_grad_weight", OpSample{aw, {y, x}}}};
-    for (const auto& [op, sample] : runs) {
+    for (const auto& [op, sample] : conv_passes(x, w, c.a).runs) {
       const Sample s = make_sample(op, sample, 7);
-      std::vector<std::pair<std::string, const Tensor*>> bind;
-      for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
-      const std::vector<Tensor> cpu = run_graph(s.g, bind, {{s.node, 0}});
+      const Tensor cpu = cpu_output(s);
       const std::vector<Tensor> a = run_on_gpu(s), b = run_on_gpu(s);
-      EXPECT_LE(max_rel_diff(a[0], cpu[0]), 2e-5) << op << " x " << x.str() << " w " << w.str();
+      EXPECT_LE(max_rel_diff(a[0], cpu), 2e-5) << op << " x " << x.str() << " w " << w.str();
       EXPECT_TRUE(bitwise_equal(a[0], b[0])) << op << " differs between two runs";
     }
   }
@@ -209,29 +226,18 @@ TEST(GpuConv, BatchSplitLaunchesMatchCpu) {
       {{5, 6, 8, 7}, {6, 2, 1, 7}, {{"padding", std::vector<int64_t>{0, 3}}, {"groups", int64_t{3}}}, false, 2},
   };
   for (const Case& c : cases) {
-    const TensorType x = f32(c.x), w = f32(c.w), b = f32({c.w[0]});
-    Graph probe;
-    const TensorType y = probe.type(probe.add1("conv2d", {probe.input("x", x), probe.input("w", w)}, c.a));
-    const int64_t per = std::max(x.numel(), y.numel()) / x.shape[0];
+    const TensorType x = f32(c.x), w = f32(c.w);
+    const ConvPasses passes = conv_passes(x, w, c.a, c.bias);
+    const int64_t per = std::max(x.numel(), passes.y.numel()) / x.shape[0];
     const LaunchLimit limit(per * c.per_launch + per / 2);  // c.per_launch samples, not one more
-    Attrs ad = c.a, aw = c.a;
-    ad["input_hw"] = std::vector<int64_t>{x.shape[2], x.shape[3]};
-    aw["kernel"] = std::vector<int64_t>{w.shape[2], w.shape[3]};
-    std::vector<TensorType> forward_in = {x, w};
-    if (c.bias) forward_in.push_back(b);
-    const std::pair<std::string, OpSample> runs[] = {{"conv2d", OpSample{c.a, forward_in}},
-                                                     {"conv2d_grad_data", OpSample{ad, {y, w}}},
-                                                     {"conv2d_grad_weight", OpSample{aw, {y, x}}}};
-    for (const auto& [op, sample] : runs) {
+    for (const auto& [op, sample] : passes.runs) {
       const Sample s = make_sample(op, sample, 11);
-      std::vector<std::pair<std::string, const Tensor*>> bind;
-      for (size_t i = 0; i < s.values.size(); ++i) bind.push_back({"x" + std::to_string(i), &s.values[i]});
-      const std::vector<Tensor> cpu = run_graph(s.g, bind, {{s.node, 0}});
+      const Tensor cpu = cpu_output(s);
       EXPECT_EQ(cuda::conv_launches(gpu().prepare(s.g, s.node).state.get()), 3) << op << " x " << x.str();
       const std::vector<Tensor> a = run_on_gpu(s), again = run_on_gpu(s);
       for (int64_t i = 0; i < a[0].numel(); ++i)
         ASSERT_FALSE(std::isnan(a[0].as<float>()[i])) << op << " x " << x.str() << ": element " << i << " not written";
-      EXPECT_LE(max_rel_diff(a[0], cpu[0]), 2e-5) << op << " x " << x.str() << " w " << w.str() << " in launches of "
+      EXPECT_LE(max_rel_diff(a[0], cpu), 2e-5) << op << " x " << x.str() << " w " << w.str() << " in launches of "
                                                  << c.per_launch << " samples";
       EXPECT_TRUE(bitwise_equal(a[0], again[0])) << op << " differs between two runs";
     }
