@@ -49,6 +49,7 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   s.infeasible = Cbc_isProvenInfeasible(m);
   s.time_limit = Cbc_isSecondsLimitReached(m);
   const double* x = Cbc_bestSolution(m);
+  if (!x && !mip && s.optimal) x = Cbc_getColSolution(m);  // an LP's optimum (CBC keeps no "best solution" for it)
   if (mip_start && s.infeasible) {
     // CBC 2.10's preprocessing, entered with the time nearly spent by the root LP, can report
     // "cut generators found to be infeasible" for a programme whose start is feasible: not proven,

@@ -155,5 +155,27 @@ TEST(Order, TheMilpWithAStartGivesFeasibleSolutionsAndValidBounds) {
   }
 }
 
+// A pure LP (no integer column: budget's fast bound) comes back with its optimum's solution and
+// that optimum as the bound. CBC keeps no "best solution" for an LP: before this was read from its
+// column solution, the fast budget solver's LP bound was silently 0 and only the knapsack bound was
+// reported. min x + 2y + 3z subject to x + y >= 1.5, y + z >= 1, x <= 1, y, z in [0, 1]: the
+// optimum is x = 0.5, y = 1, z = 0 (cost 2.5; every vertex checked by hand: (1, 0.5, 0.5) costs
+// 3.5, (0.5, 1, 0) 2.5, (1, 1, 0) 3).
+TEST(Order, AnLpReturnsItsOptimumAndItsBound) {
+  Lp lp;
+  const int x = lp.add_col(0, 1, 1, false), y = lp.add_col(0, 1, 2, false), z = lp.add_col(0, 1, 3, false);
+  lp.add_row({{x, 1.0}, {y, 1.0}}, 1.5, kInf);
+  lp.add_row({{y, 1.0}, {z, 1.0}}, 1, kInf);
+  const Solved s = run_milp(lp, 5.0, kInf, 1e-4);
+  ASSERT_TRUE(s.optimal);
+  ASSERT_TRUE(s.solution) << "an LP's optimum has a solution";
+  ASSERT_EQ(s.x.size(), 3u);
+  EXPECT_NEAR(s.x[x], 0.5, 1e-9);
+  EXPECT_NEAR(s.x[y], 1.0, 1e-9);
+  EXPECT_NEAR(s.x[z], 0.0, 1e-9);
+  EXPECT_NEAR(s.objective, 2.5, 1e-9);
+  EXPECT_NEAR(s.bound, 2.5, 1e-9) << "an LP's optimum is its bound";
+}
+
 }  // namespace
 }  // namespace mnemo::test
