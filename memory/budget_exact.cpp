@@ -291,6 +291,61 @@ Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_ga
   return b;
 }
 
+// Gaps not modelled that an LP solution (k, r per node) overfills, by how much (units), the most
+// first. A backward gap's copies are taken at their least (each result read up to the gap and each
+// input of a copy, not kept: a copy of what is not kept of it) and its held outputs at what those
+// copies leave; a gap whose least copies exceed what the solution recomputes is overfilled by the
+// limit (its structure rows fail). Adding a gap only adds rows, so any bound stays proven; the sums
+// here only choose which gaps to add.
+std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limit, const std::set<int>& fwd_gaps, const std::set<int>& bwd_gaps,
+                                                    const std::vector<double>& k, const std::vector<double>& r) {
+  const size_t n = md.nodes.size();
+  constexpr double kTol = 1e-6;
+  std::vector<std::pair<double, int>> out;  // (excess, gap: forward t, backward F + g)
+  std::vector<double> held_e(md.held.size(), 0);
+  for (size_t h = 0; h < md.held.size(); ++h)
+    for (int u : md.held[h].readers) held_e[h] = std::max(held_e[h], k[md.held[h].node] + r[u] - 1);
+  // Forward gaps: the kept results freed by then, by free_at (a running sum over t).
+  {
+    std::vector<double> at(md.F + 1, 0);
+    for (const Model::Read& rd : md.reads) at[std::min(md.F, std::max(0, rd.free_at))] += rd.mib * k[rd.node];
+    for (size_t h = 0; h < md.held.size(); ++h) at[std::min(md.F, std::max(0, md.held[h].free_at))] += md.held[h].mib * held_e[h];
+    double sum = 0;
+    for (int t = 0; t < md.F; ++t) {
+      sum += at[t];
+      const double excess = sum - (limit - md.fwd_const[t]);
+      if (excess > kTol && !fwd_gaps.count(t)) out.push_back({excess, t});
+    }
+  }
+  std::vector<double> c(n);
+  std::vector<char> seed(n);
+  for (int g = 0; g < md.M; ++g) {
+    if (bwd_gaps.count(g)) continue;
+    std::fill(seed.begin(), seed.end(), 0);
+    for (const Model::Read& rd : md.reads)
+      if (rd.first <= g) seed[rd.node] = 1;
+    bool broken = false;
+    for (size_t ii = n; ii-- > 0;) {
+      double need = seed[ii] ? 1 : 0;
+      for (int u : md.consumers[ii]) need = std::max(need, c[u]);
+      c[ii] = std::max(0.0, need - k[ii]);
+      broken = broken || c[ii] > r[ii] + kTol;
+    }
+    double sum = 0;
+    for (const Model::Read& rd : md.reads)
+      if (rd.first > g) sum += rd.mib * (k[rd.node] + c[rd.node]);
+    for (size_t h = 0; h < md.held.size(); ++h) {
+      double d = 0;
+      for (int u : md.held[h].readers) d = std::max(d, k[md.held[h].node] + r[u] - c[u] - 1);
+      sum += md.held[h].mib * d;
+    }
+    const double excess = broken ? limit : sum - (limit - md.bwd_const[g]);
+    if (excess > kTol) out.push_back({excess, md.F + g});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
 }  // namespace
 
 MirrorPlan views_follow(const Graph& fwd, MirrorPlan m) {
@@ -347,6 +402,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double tighten = 0;                              // units
   double per_solve = std::max(1.0, o.seconds / 4);  // seconds one solve may take
   bool honest = true;
+  bool round_by_time = false;  // the LP's next cutting round was started by time, not by size
   for (;;) {
     if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
     const double left = o.seconds - elapsed();
@@ -356,12 +412,18 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     }
     const Built b = build_lp(md, honest ? limit : limit - tighten, {fwd_gaps.begin(), fwd_gaps.end()},
                              {bwd_gaps.begin(), bwd_gaps.end()}, cuts, o.integer);
+    if (out.rounds > 0 && !round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
+      out.status = "lp";  // (the round's LP is over the size the rounds stop at: not solved)
+      break;
+    }
     out.columns = static_cast<int>(b.lp.lo.size()), out.rows = static_cast<int>(b.lp.rows.size());
     out.binaries = o.integer ? static_cast<int>(md.nodes.size()) : 0;
     out.gaps = static_cast<int>(fwd_gaps.size() + bwd_gaps.size());
     // Solutions must beat the incumbent (by more than rounding).
     const double cutoff = std::isfinite(best) ? best * (1 - 1e-9) - 1e-12 : kInf;
+    const double solve_start = elapsed();
     const Solved s = run_milp(b.lp, std::min(left, per_solve), o.integer ? cutoff : kInf, kRelativeGap);
+    const double solve_seconds = elapsed() - solve_start;
     ++out.solves;
     if (honest) {
       if (s.infeasible) {
@@ -373,7 +435,25 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
       out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
       if (!o.integer) {
         out.status = s.optimal ? "lp" : "lp (time limit)";
-        break;
+        // Cutting rounds: model the gaps the LP's solution overfills (the most overfilled first)
+        // and solve again, while the rounds' time lasts; each LP's optimum is a bound.
+        // Rounds by time (`lp_round_seconds`): the next LP is larger, so a round starts only when
+        // twice the last solve's time still fits. Else by size: until a round's LP has more than
+        // lp_round_columns columns (the same rounds on every machine).
+        round_by_time = o.lp_round_seconds > 0 && elapsed() + 2 * solve_seconds <= o.lp_round_seconds;
+        if (!s.optimal || !s.solution || out.rounds >= o.lp_rounds || (!round_by_time && o.lp_round_columns <= 0)) break;
+        if (std::isfinite(best) && s.bound >= best * (1 - 1e-9)) break;  // at the incumbent: it is optimal
+        ++out.rounds;
+        std::vector<double> kv(md.nodes.size()), rv(md.nodes.size());
+        for (size_t i = 0; i < md.nodes.size(); ++i) kv[i] = s.x[b.k[i]], rv[i] = s.x[b.r[i]];
+        const auto over = overfilled_gaps(md, limit, fwd_gaps, bwd_gaps, kv, rv);
+        if (over.empty()) {
+          out.status = "lp, every gap";  // the LP's solution fits every gap: the bound of them all
+          break;
+        }
+        for (size_t j = 0; j < over.size() && j < static_cast<size_t>(o.lp_gaps_per_round); ++j)
+          (over[j].second < md.F ? fwd_gaps : bwd_gaps).insert(over[j].second < md.F ? over[j].second : over[j].second - md.F);
+        continue;
       }
     }
     if (!s.solution) {

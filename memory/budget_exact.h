@@ -61,6 +61,7 @@ struct ExactBudget {
   bool proven = false;        // the bound is met by the incumbent or `plan` (gap 0)
   std::string status;         // optimal | time limit | lp | no-incumbent ...
   int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
+  int rounds = 0;  // the LP's cutting rounds (gaps added where its solution overfilled them)
   double seconds = 0;
 };
 
@@ -70,6 +71,14 @@ struct ExactBudgetOptions {
   double seconds = 10;            // time limit of the whole loop
   bool integer = true;            // false: the LP relaxation only (a bound, no plan: budget's fast solver)
   int max_gaps = 16;              // gaps modelled at the start (more are added where plans peak)
+  // The LP relaxation (integer false): after a solve, the gaps its solution overfills are modelled
+  // and it is solved again (cutting rounds), up to lp_rounds more times, lp_gaps_per_round gaps a
+  // round: while the round's LP has at most lp_round_columns columns, or, when lp_round_seconds >
+  // 0, while twice the last solve's time fits in it.
+  int lp_rounds = 0;
+  int lp_gaps_per_round = 4;
+  int64_t lp_round_columns = 0;
+  double lp_round_seconds = 0;
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
   // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit
   // (FLOPs, the incumbent's at first) and the bound (progress output on long solves).

@@ -40,6 +40,7 @@ class Progress {
     next_ = s + 1;
     std::fprintf(stderr, "mnemo: %s: %.1f s: %s\n", mode_.c_str(), s, what().c_str());
   }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
  private:
   const std::string mode_;
@@ -63,6 +64,11 @@ constexpr double kBudgetLpSeconds = 60.0;
 // fullest forward steps: up to 7 in all); on ResNet-56 the same bound as with 16, at 1/10 of the
 // time; with 16 on the 1001-layer ResNet the LP took 13 s.
 constexpr int kBudgetLpGaps = 2;
+// ... and then its cutting rounds (docs/MEMORY.md "The programme"): at most this many, 4 gaps
+// each, by default while the round's LP has at most this many columns (ResNet-56: 4 rounds, 0.3
+// s in all; ResNet-152: 1 round, 0.2 s; the 5005-node ResNet's first LP is larger: none).
+constexpr int kBudgetLpRounds = 64;
+constexpr int64_t kBudgetLpRoundColumns = 6000;
 
 // `kept` plus every dropped vertex in a group with an edge to T (the group backward needs first).
 std::vector<int> with_tail(const CheckpointGraph& g, const std::vector<int>& kept) {
@@ -589,7 +595,17 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     eo.incumbent_flops = chosen_01 ? packed.at(*chosen).planned.report.recompute_flops : -1;
     eo.integer = exact;
     eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
-    if (!exact) eo.max_gaps = kBudgetLpGaps;
+    if (!exact) {
+      eo.max_gaps = kBudgetLpGaps;
+      // The LP's cutting rounds: by default while its LP stays small (the same bound on every
+      // machine); `:fast=SECONDS`: for up to SECONDS (0: none).
+      eo.lp_rounds = kBudgetLpRounds;
+      if (mode.budget_bound_seconds >= 0) {
+        eo.lp_round_seconds = mode.budget_bound_seconds;
+      } else {
+        eo.lp_round_columns = kBudgetLpRoundColumns;
+      }
+    }
     if (exact)
       eo.progress = [next = 1.0](int solves, double seconds, double best_flops, double bound_flops) mutable {
         if (seconds < next) return;  // from 1 s on, at most one line a second

@@ -33,7 +33,18 @@ void parse_budget(const std::string& name, MemoryMode& m) {
   auto fail = [&]() {
     MNEMO_FAIL() << "memory mode '" << name
                  << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
-                    "share's total like 0.5x, optionally followed by :fast, :exact or :exact=SECONDS";
+                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS";
+  };
+  auto seconds = [&](const std::string& text) {
+    size_t pos = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &pos);
+    } catch (...) {
+      fail();
+    }
+    if (pos != text.size() || !std::isfinite(v) || v < 0 || v > 86400) fail();
+    return v;
   };
   if (const size_t colon = text.find(':'); colon != std::string::npos) {
     const std::string solver = text.substr(colon + 1);
@@ -42,15 +53,13 @@ void parse_budget(const std::string& name, MemoryMode& m) {
       m.budget_solver = MemoryMode::Solver::fast;
     } else if (solver == "exact") {
       m.budget_solver = MemoryMode::Solver::exact;
+    } else if (solver.rfind("fast=", 0) == 0) {
+      m.budget_solver = MemoryMode::Solver::fast;
+      m.budget_bound_seconds = seconds(solver.substr(5));
     } else if (solver.rfind("exact=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::exact;
-      size_t pos = 0;
-      try {
-        m.budget_seconds = std::stod(solver.substr(6), &pos);
-      } catch (...) {
-        fail();
-      }
-      if (pos != solver.size() - 6 || !std::isfinite(m.budget_seconds) || m.budget_seconds <= 0 || m.budget_seconds > 86400) fail();
+      m.budget_seconds = seconds(solver.substr(6));
+      if (m.budget_seconds <= 0) fail();
     } else {
       fail();
     }

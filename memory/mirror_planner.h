@@ -51,6 +51,9 @@ struct MemoryMode {
   // not monotone in SIZE: see docs/MEMORY.md).
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
+  // budget, fast: how long the LP bound's cutting rounds may run (`:fast=SECONDS`, 0: none); < 0:
+  // the default rounds (while the LP stays small)
+  double budget_bound_seconds = -1;
   // budget: fill every live-bytes level, also those whose bound shows they cannot give the choice
   // (the same choice, more work; for tests)
   bool budget_fill_every_level = false;
@@ -64,7 +67,7 @@ struct MemoryMode {
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
 // GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by
-// :fast, :exact or :exact=SECONDS (the solver and its time limit)
+// :fast, :fast=SECONDS (the LP bound's rounds), :exact or :exact=SECONDS (the solver and its time limit)
 MemoryMode parse_memory_mode(const std::string& name);
 // The names above without budget=SIZE (it needs a size), recursive with automatic depth.
 std::vector<std::string> all_memory_modes();

@@ -218,6 +218,19 @@ TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
   EXPECT_GT(knapsack, 0);
   EXPECT_GT(b.lower_bound_flops, knapsack * 1.02);
   EXPECT_LE(b.lower_bound_flops, b.planned.report.recompute_flops);
+  // The LP's cutting rounds (gaps its solution overfills, modelled and solved again) only add rows:
+  // with none (`:fast=0`) the bound is the first LP's, with time for them it is at least that, the
+  // same plan is chosen either way.
+  const MirrorResult none = plan_pipeline(c, p, "budget=" + std::to_string(sub) + ":fast=0", nullptr, true);
+  const MirrorResult more = plan_pipeline(c, p, "budget=" + std::to_string(sub) + ":fast=5", nullptr, true);
+  std::printf("  bound without rounds %.4g (%d solves), with up to 5 s of them %.4g (%d solves, %s)\n", none.lower_bound_flops,
+              none.solver_solves, more.lower_bound_flops, more.solver_solves, more.solver_status.c_str());
+  EXPECT_EQ(none.solver_solves, 1);
+  EXPECT_GT(more.solver_solves, 1);
+  EXPECT_GE(more.lower_bound_flops, none.lower_bound_flops * (1 - 1e-9));
+  EXPECT_LE(more.lower_bound_flops, more.planned.report.recompute_flops);
+  EXPECT_EQ(more.planned.report.recompute_flops, none.planned.report.recompute_flops);
+  EXPECT_EQ(more.planned.report.total_bytes, none.planned.report.total_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
@@ -539,9 +552,13 @@ TEST(MirrorPlanner, BudgetSizesParse) {
   EXPECT_EQ(parse_memory_mode("budget=2GiB:exact").budget_seconds, 10.0);
   EXPECT_EQ(parse_memory_mode("budget=0.5x:exact=2.5").budget_seconds, 2.5);
   EXPECT_EQ(parse_memory_mode("budget=0.5x:exact=2.5").budget_ratio, 0.5);
+  EXPECT_EQ(parse_memory_mode("budget=2GiB").budget_bound_seconds, -1.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:fast=3").budget_bound_seconds, 3.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:fast=0").budget_bound_seconds, 0.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:fast=3").budget_solver, MemoryMode::Solver::fast);
   for (const char* bad : {"budget=", "budget=-1", "budget=0", "budget=2QB", "budget=nan", "budget=1e30", "budget=x", "budget=0x",
                           "budget=1GiB:", "budget=1GiB:slow", "budget=1GiB:exact=", "budget=1GiB:exact=0", "budget=1GiB:exact=5s",
-                          "budget=:exact"})
+                          "budget=:exact", "budget=1GiB:fast=", "budget=1GiB:fast=-1", "budget=1GiB:fast=2s", "budget=1GiB:fast=inf"})
     EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find("expected budget=SIZE"), std::string::npos) << bad;
 }
 
