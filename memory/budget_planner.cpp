@@ -61,8 +61,7 @@ constexpr int kFillBases = 2;
 // stop at it; a bound is taken only from an LP solved to optimality, else the knapsack bound)
 constexpr double kBudgetLpSeconds = 60.0;
 // ... and the backward gaps it models at the start (with the end of the forward pass and the 4
-// fullest forward steps: up to 7 in all); on ResNet-56 the same bound as with 16, at 1/10 of the
-// time; with 16 on the 1001-layer ResNet the LP took 13 s.
+// fullest forward steps: up to 7 in all; the rounds below add the gaps its solutions overfill).
 constexpr int kBudgetLpGaps = 2;
 // ... and then its cutting rounds (docs/MEMORY.md "The programme"): at most this many, 4 gaps
 // each, by default while the round's LP has at most this many columns (ResNet-56: 4 rounds, 0.3
