@@ -147,6 +147,9 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
   }
   for (int k = 0; k < md.M; ++k) {
     const Node& b = g.node(md.F + k);
+    // Only computed entries are in the arena: optimiser state (the velocity params the update
+    // appends after the forward pass) and inputs are not, nor are views (their owners are counted).
+    if (!b.is(OpKind::compute)) continue;
     for (size_t j = 0; j < b.outputs.size(); ++j) {
       if (aliased_input(b, j) || last_read[md.F + k][j] <= k) continue;
       const double a = mib(static_cast<int64_t>(b.outputs[j].bytes()));

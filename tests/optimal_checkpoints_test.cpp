@@ -3,6 +3,7 @@
 // search reaches the least value of the papers' objective exactly.
 #include <random>
 
+#include "autograd/update.h"
 #include "memory/budget_exact.h"
 #include "memory/mirror_planner.h"
 #include "memory/optimal_checkpoints.h"
@@ -358,22 +359,33 @@ namespace {
 
 // The programme of memory/budget_exact.h is a relaxation: every 0/1 plan is admitted at its own
 // exact arena (so no plan that fits a limit is cut off, and the programme's optimum is a bound).
+// With SGD's momentum updates in the step too (as budget plans it: the velocity params the update
+// appends after the forward pass are optimiser state, outside the arena): the programme counted
+// them as backward's values in flight, so on ResNet-152 (240 MB of velocity) it rejected plans
+// that fit and its LP "proved" 32.3 GFLOP where a plan of 31.7 fit; this variant fails then.
 TEST(BudgetExact, AdmitsEveryPlanAtItsOwnArena) {
   int nets = 0, plans = 0;
-  for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
-    ++nets;
-    const TrainingGraph keep_all = build_training_graph(g, loss, MirrorPlan(g.size(), 0));
-    for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
-      const MirrorPlan m = mask_plan(g, compute, mask);
-      const MemoryReport r = plan_training_step(build_training_graph(g, loss, m), AllocMode::share).report;
-      ++plans;
-      double flops = NAN;
-      EXPECT_EQ(budget_programme_rejects(g, keep_all, r.arena_bytes, m, &flops), "") << "trial " << trial << " mask " << mask;
-      EXPECT_LE(flops, r.recompute_flops * (1 + 1e-9) + 1e-6) << "trial " << trial << " mask " << mask;
+  for (const bool updates : {false, true})
+    for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
+      ++nets;
+      auto training = [&](const MirrorPlan& m) {
+        TrainingGraph tg = build_training_graph(g, loss, m);
+        if (updates) add_sgd_updates(tg, {0.9, 1e-4});
+        return tg;
+      };
+      const TrainingGraph keep_all = training(MirrorPlan(g.size(), 0));
+      for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
+        const MirrorPlan m = mask_plan(g, compute, mask);
+        const MemoryReport r = plan_training_step(training(m), AllocMode::share).report;
+        ++plans;
+        double flops = NAN;
+        EXPECT_EQ(budget_programme_rejects(g, keep_all, r.arena_bytes, m, &flops), "")
+            << "trial " << trial << " mask " << mask << (updates ? " with SGD updates" : "");
+        EXPECT_LE(flops, r.recompute_flops * (1 + 1e-9) + 1e-6) << "trial " << trial << " mask " << mask;
+      }
     }
-  }
-  EXPECT_GE(nets, 6);
-  std::printf("budget programme admitted each of %d plans of %d nets at its own arena\n", plans, nets);
+  EXPECT_GE(nets, 12);
+  std::printf("budget programme admitted each of %d plans of %d nets (half with SGD updates) at its own arena\n", plans, nets);
 }
 
 }  // namespace
