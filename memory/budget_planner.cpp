@@ -64,8 +64,8 @@ constexpr double kBudgetLpSeconds = 60.0;
 // fullest forward steps: up to 7 in all; the rounds below add the gaps its solutions overfill).
 constexpr int kBudgetLpGaps = 2;
 // ... and then its cutting rounds (docs/MEMORY.md "The programme"): at most this many, 4 gaps
-// each, by default while the round's LP has at most this many columns (ResNet-56: 4 rounds, 0.3
-// s in all; ResNet-152: 1 round, 0.2 s; the 5005-node ResNet's first LP is larger: none).
+// each, by default while the round's LP has at most this many columns (ResNet-56: 4 rounds, 0.35
+// s in all; ResNet-152: 1 round, 0.1 s; the 5005-node ResNet's first LP is larger: none).
 constexpr int kBudgetLpRounds = 64;
 constexpr int64_t kBudgetLpRoundColumns = 6000;
 
