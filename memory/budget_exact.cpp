@@ -395,6 +395,17 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   }
   ExactBudget out;
   out.bound_flops = 0;
+  if (o.integer && o.lp_rounds > 0) {
+    // The LP's rounds first: the gaps they found binding start the programme.
+    ExactBudgetOptions lo = o;
+    lo.integer = false;
+    lo.progress = nullptr;
+    const ExactBudget lp = solve_budget_exact(forward, keep_all, lo, check);
+    fwd_gaps.insert(lp.fwd_gaps.begin(), lp.fwd_gaps.end());
+    bwd_gaps.insert(lp.bwd_gaps.begin(), lp.bwd_gaps.end());
+    out.bound_flops = lp.bound_flops;
+    out.solves = lp.solves, out.rounds = lp.rounds;
+  }
   std::vector<std::vector<signed char>> cuts;
   double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   // Two kinds of solve alternate. Honest ones model the true limit: their bounds are proven, and
@@ -415,7 +426,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     }
     const Built b = build_lp(md, honest ? limit : limit - tighten, {fwd_gaps.begin(), fwd_gaps.end()},
                              {bwd_gaps.begin(), bwd_gaps.end()}, cuts, o.integer);
-    if (out.rounds > 0 && !round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
+    if (!o.integer && out.rounds > 0 && !round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
       out.status = "lp";  // (the round's LP is over the size the rounds stop at: not solved)
       break;
     }
@@ -521,6 +532,8 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   }
   if (std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9)) out.proven = true;
   out.seconds = elapsed();
+  out.fwd_gaps.assign(fwd_gaps.begin(), fwd_gaps.end());
+  out.bwd_gaps.assign(bwd_gaps.begin(), bwd_gaps.end());
   return out;
 }
 

@@ -62,6 +62,7 @@ struct ExactBudget {
   std::string status;         // optimal | time limit | lp | no-incumbent ...
   int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
   int rounds = 0;  // the LP's cutting rounds (gaps added where its solution overfilled them)
+  std::vector<int> fwd_gaps, bwd_gaps;  // the gaps modelled in the end
   double seconds = 0;
 };
 
@@ -79,6 +80,10 @@ struct ExactBudgetOptions {
   int lp_gaps_per_round = 4;
   int64_t lp_round_columns = 0;
   double lp_round_seconds = 0;
+  // The mixed-integer programme (integer true) with lp_rounds > 0: the LP's cutting rounds run
+  // first (on the same time limit), and the programme starts with the gaps they modelled; the
+  // bound is the larger of theirs.
+
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
   // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit
   // (FLOPs, the incumbent's at first) and the bound (progress output on long solves).

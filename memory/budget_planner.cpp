@@ -594,16 +594,15 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     eo.incumbent_flops = chosen_01 ? packed.at(*chosen).planned.report.recompute_flops : -1;
     eo.integer = exact;
     eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
-    if (!exact) {
-      eo.max_gaps = kBudgetLpGaps;
-      // The LP's cutting rounds: by default while its LP stays small (the same bound on every
-      // machine); `:fast=SECONDS`: for up to SECONDS (0: none).
-      eo.lp_rounds = kBudgetLpRounds;
-      if (mode.budget_bound_seconds >= 0) {
-        eo.lp_round_seconds = mode.budget_bound_seconds;
-      } else {
-        eo.lp_round_columns = kBudgetLpRoundColumns;
-      }
+    if (!exact) eo.max_gaps = kBudgetLpGaps;
+    // The LP's cutting rounds (for `:exact`, before its programme, which starts from the gaps
+    // they model): by default while its LP stays small (the same bound on every machine);
+    // `:fast=SECONDS`: for up to SECONDS (0: none).
+    eo.lp_rounds = kBudgetLpRounds;
+    if (mode.budget_bound_seconds >= 0) {
+      eo.lp_round_seconds = mode.budget_bound_seconds;
+    } else {
+      eo.lp_round_columns = kBudgetLpRoundColumns;
     }
     if (exact)
       eo.progress = [next = 1.0](int solves, double seconds, double best_flops, double bound_flops) mutable {
