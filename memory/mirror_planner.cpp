@@ -35,15 +35,20 @@ void parse_budget(const std::string& name, MemoryMode& m) {
                  << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
                     "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS";
   };
-  auto seconds = [&](const std::string& text) {
-    size_t pos = 0;
+  // A number at the start of `t` (its length in *pos), or the error above.
+  auto number = [&](const std::string& t, size_t* pos) {
     double v = 0;
     try {
-      v = std::stod(text, &pos);
+      v = std::stod(t, pos);
     } catch (...) {
       fail();
     }
-    if (pos != text.size() || !std::isfinite(v) || v < 0 || v > 86400) fail();
+    return v;
+  };
+  auto seconds = [&](const std::string& t) {
+    size_t pos = 0;
+    const double v = number(t, &pos);
+    if (pos != t.size() || !std::isfinite(v) || v < 0 || v > 86400) fail();
     return v;
   };
   if (const size_t colon = text.find(':'); colon != std::string::npos) {
@@ -65,12 +70,7 @@ void parse_budget(const std::string& name, MemoryMode& m) {
     }
   }
   size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (...) {
-    fail();
-  }
+  const double value = number(text, &pos);
   std::string unit = text.substr(pos);
   unit.erase(0, unit.find_first_not_of(' '));
   if (!std::isfinite(value) || value <= 0) fail();
