@@ -400,6 +400,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     ExactBudgetOptions lo = o;
     lo.integer = false;
     lo.progress = nullptr;
+    if (o.lp_max_gaps > 0) lo.max_gaps = o.lp_max_gaps;  // (the fast solver's start: the same rounds)
     const ExactBudget lp = solve_budget_exact(forward, keep_all, lo, check);
     fwd_gaps.insert(lp.fwd_gaps.begin(), lp.fwd_gaps.end());
     bwd_gaps.insert(lp.bwd_gaps.begin(), lp.bwd_gaps.end());
@@ -416,7 +417,8 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double tighten = 0;                              // units
   double per_solve = std::max(1.0, o.seconds / 4);  // seconds one solve may take
   bool honest = true;
-  bool round_by_time = false;  // the LP's next cutting round was started by time, not by size
+  bool round_by_time = false;           // the LP's next cutting round was started by time, not by size
+  std::vector<std::pair<bool, int>> added;  // the gaps the round about to be solved added (forward?, gap)
   for (;;) {
     if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
     const double left = o.seconds - elapsed();
@@ -426,9 +428,15 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     }
     const Built b = build_lp(md, honest ? limit : limit - tighten, {fwd_gaps.begin(), fwd_gaps.end()},
                              {bwd_gaps.begin(), bwd_gaps.end()}, cuts, o.integer);
-    if (!o.integer && out.rounds > 0 && !round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
-      out.status = "lp";  // (the round's LP is over the size the rounds stop at: not solved)
-      break;
+    if (!added.empty()) {  // a cutting round of the LP
+      if (!round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
+        // Over the size the rounds stop at: not solved, and its gaps not counted as modelled.
+        for (const auto& [fwd, gap] : added) (fwd ? fwd_gaps : bwd_gaps).erase(gap);
+        out.status = "lp";
+        break;
+      }
+      ++out.rounds;
+      added.clear();
     }
     out.columns = static_cast<int>(b.lp.lo.size()), out.rows = static_cast<int>(b.lp.rows.size());
     out.binaries = o.integer ? static_cast<int>(md.nodes.size()) : 0;
@@ -455,9 +463,10 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
         // twice the last solve's time still fits. Else by size: until a round's LP has more than
         // lp_round_columns columns (the same rounds on every machine).
         round_by_time = o.lp_round_seconds > 0 && elapsed() + 2 * solve_seconds <= o.lp_round_seconds;
-        if (!s.optimal || !s.solution || out.rounds >= o.lp_rounds || (!round_by_time && o.lp_round_columns <= 0)) break;
+        // (By size: the next LP has more columns than this one, so none when this one is over.)
+        const bool by_size = static_cast<int64_t>(b.lp.lo.size()) <= o.lp_round_columns;
+        if (!s.optimal || !s.solution || out.rounds >= o.lp_rounds || !(round_by_time || by_size)) break;
         if (std::isfinite(best) && s.bound >= best * (1 - 1e-9)) break;  // at the incumbent: it is optimal
-        ++out.rounds;
         std::vector<double> kv(md.nodes.size()), rv(md.nodes.size());
         for (size_t i = 0; i < md.nodes.size(); ++i) kv[i] = s.x[b.k[i]], rv[i] = s.x[b.r[i]];
         const auto over = overfilled_gaps(md, limit, fwd_gaps, bwd_gaps, kv, rv);
@@ -465,8 +474,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
           out.status = "lp, every gap";  // the LP's solution fits every gap: the bound of them all
           break;
         }
-        for (size_t j = 0; j < over.size() && j < static_cast<size_t>(o.lp_gaps_per_round); ++j)
-          (over[j].second < md.F ? fwd_gaps : bwd_gaps).insert(over[j].second < md.F ? over[j].second : over[j].second - md.F);
+        for (size_t j = 0; j < over.size() && j < static_cast<size_t>(o.lp_gaps_per_round); ++j) {
+          const bool fwd = over[j].second < md.F;
+          const int gap = fwd ? over[j].second : over[j].second - md.F;
+          if ((fwd ? fwd_gaps : bwd_gaps).insert(gap).second) added.push_back({fwd, gap});
+        }
         continue;
       }
     }

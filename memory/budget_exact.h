@@ -81,8 +81,9 @@ struct ExactBudgetOptions {
   int64_t lp_round_columns = 0;
   double lp_round_seconds = 0;
   // The mixed-integer programme (integer true) with lp_rounds > 0: the LP's cutting rounds run
-  // first (on the same time limit), and the programme starts with the gaps they modelled; the
-  // bound is the larger of theirs.
+  // first (on the same time limit, starting from lp_max_gaps gaps when > 0, else max_gaps), and
+  // the programme starts with the gaps they modelled; the bound is the larger of theirs.
+  int lp_max_gaps = 0;
 
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
   // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit

@@ -593,8 +593,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     // once, so it is not an incumbent of the programme: the programme then seeks any plan.)
     eo.incumbent_flops = chosen_01 ? packed.at(*chosen).planned.report.recompute_flops : -1;
     eo.integer = exact;
-    eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds;
+    // (CBC does not stop an LP at its time limit: `:fast=SECONDS` bounds the rounds, not a solve.)
+    eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds + std::max(0.0, mode.budget_bound_seconds);
     if (!exact) eo.max_gaps = kBudgetLpGaps;
+    eo.lp_max_gaps = kBudgetLpGaps;  // (`:exact`'s LP rounds: the fast solver's)
     // The LP's cutting rounds (for `:exact`, before its programme, which starts from the gaps
     // they model): by default while its LP stays small (the same bound on every machine);
     // `:fast=SECONDS`: for up to SECONDS (0: none).
