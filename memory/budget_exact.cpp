@@ -294,14 +294,19 @@ Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_ga
   return b;
 }
 
+// The gaps a programme models (forward gap t; backward gap g: before the g-th backward node).
+struct Gaps {
+  std::set<int> fwd, bwd;
+};
+
 // Gaps not modelled that an LP solution (k, r per node) overfills, by how much (units), the most
 // first. A backward gap's copies are taken at their least (each result read up to the gap and each
 // input of a copy, not kept: a copy of what is not kept of it) and its held outputs at what those
 // copies leave; a gap whose least copies exceed what the solution recomputes is overfilled by the
-// limit (its structure rows fail). Adding a gap only adds rows, so any bound stays proven; the sums
-// here only choose which gaps to add.
-std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limit, const std::set<int>& fwd_gaps, const std::set<int>& bwd_gaps,
-                                                    const std::vector<double>& k, const std::vector<double>& r) {
+// limit (its structure rows fail). Adding a gap only adds constraints (its rows and the copy columns
+// they need), so any bound stays proven; the sums here only choose which gaps to add.
+std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limit, const Gaps& gaps, const std::vector<double>& k,
+                                                    const std::vector<double>& r) {
   const size_t n = md.nodes.size();
   constexpr double kTol = 1e-6;
   std::vector<std::pair<double, int>> out;  // (excess, gap: forward t, backward F + g)
@@ -317,13 +322,13 @@ std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limi
     for (int t = 0; t < md.F; ++t) {
       sum += at[t];
       const double excess = sum - (limit - md.fwd_const[t]);
-      if (excess > kTol && !fwd_gaps.count(t)) out.push_back({excess, t});
+      if (excess > kTol && !gaps.fwd.count(t)) out.push_back({excess, t});
     }
   }
   std::vector<double> c(n);
   std::vector<char> seed(n);
   for (int g = 0; g < md.M; ++g) {
-    if (bwd_gaps.count(g)) continue;
+    if (gaps.bwd.count(g)) continue;
     std::fill(seed.begin(), seed.end(), 0);
     for (const Model::Read& rd : md.reads)
       if (rd.first <= g) seed[rd.node] = 1;
@@ -347,6 +352,85 @@ std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limi
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return out;
+}
+
+// The gaps modelled first: the end of the forward pass and the forward gaps with the most in
+// flight; backward gaps spread evenly and those with the most that is live whatever the plan.
+Gaps starting_gaps(const Model& md, int max_gaps) {
+  Gaps gaps{{md.F - 1}, {}};
+  std::vector<int> by(md.F);
+  for (int t = 0; t < md.F; ++t) by[t] = t;
+  std::sort(by.begin(), by.end(), [&](int a, int b) { return md.fwd_const[a] > md.fwd_const[b]; });
+  for (int i = 0; i < std::min(md.F, 4); ++i) gaps.fwd.insert(by[i]);
+  const int half = std::max(1, max_gaps / 2);
+  for (int i = 0; i < half && md.M > 0; ++i) gaps.bwd.insert(static_cast<int>(static_cast<int64_t>(i) * md.M / half));
+  std::vector<int> bk(md.M);
+  for (int k = 0; k < md.M; ++k) bk[k] = k;
+  std::sort(bk.begin(), bk.end(), [&](int a, int b) { return md.bwd_const[a] > md.bwd_const[b]; });
+  for (int i = 0; i < std::min(md.M, half); ++i) gaps.bwd.insert(bk[i]);
+  return gaps;
+}
+
+// The LP relaxation's bound (FLOPs, proven) with its cutting rounds: solve, model the gaps the
+// solution overfills (the most overfilled first, lp_gaps_per_round a round) and solve again. Rounds
+// by time (`lp_round_seconds`): the next LP is larger, so a round starts only when twice the last
+// solve's time still fits; else by size: while the LP has at most lp_round_columns columns (the same
+// rounds on every machine). `gaps` ends as the gaps of the last LP solved. `best`: the incumbent
+// (units, kInf: none): the bound never exceeds it, and reaching it ends the rounds (it is optimal).
+struct LpBound {
+  double bound_flops = 0;
+  std::string status;
+  int solves = 0, columns = 0, rows = 0;
+};
+LpBound lp_bound(const Model& md, double limit, Gaps& gaps, double best, const ExactBudgetOptions& o,
+                 const std::function<double()>& elapsed) {
+  LpBound out;
+  const double per_solve = std::max(1.0, o.seconds / 4);  // (CBC does not stop an LP at it)
+  Gaps previous;             // the gaps of the last LP solved, while a round's are tried
+  bool by_time = false;      // the round about to be solved was started by time, not by size
+  for (int rounds = 0;;) {
+    const double left = o.seconds - elapsed();
+    if (left <= 0) {
+      if (rounds > 0) gaps = std::move(previous);  // (the round was not solved)
+      out.status = "time limit";
+      return out;
+    }
+    const Built b = build_lp(md, limit, {gaps.fwd.begin(), gaps.fwd.end()}, {gaps.bwd.begin(), gaps.bwd.end()}, {}, false);
+    if (rounds > 0 && !by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
+      gaps = std::move(previous);  // over the size the rounds stop at: not solved, its gaps not modelled
+      return out;
+    }
+    out.columns = static_cast<int>(b.lp.lo.size()), out.rows = static_cast<int>(b.lp.rows.size());
+    const double solve_start = elapsed();
+    const Solved s = run_milp(b.lp, std::min(left, per_solve), kInf, kRelativeGap);
+    const double solve_seconds = elapsed() - solve_start;
+    ++out.solves;
+    if (s.infeasible) {  // nothing fits: the incumbent (if any) is optimal
+      out.bound_flops = std::isfinite(best) ? best * md.flop_unit : kInf;
+      out.status = std::isfinite(best) ? "optimal" : "infeasible";
+      return out;
+    }
+    out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
+    out.status = s.optimal ? "lp" : "lp (time limit)";
+    by_time = o.lp_round_seconds > 0 && elapsed() + 2 * solve_seconds <= o.lp_round_seconds;
+    // (By size: the next LP has more columns than this one, so none when this one is over.)
+    const bool by_size = out.columns <= o.lp_round_columns;
+    if (!s.optimal || !s.solution || rounds >= o.lp_rounds || !(by_time || by_size)) return out;
+    if (std::isfinite(best) && s.bound >= best * (1 - 1e-9)) return out;  // at the incumbent: it is optimal
+    std::vector<double> k(md.nodes.size()), r(md.nodes.size());
+    for (size_t i = 0; i < md.nodes.size(); ++i) k[i] = s.x[b.k[i]], r[i] = s.x[b.r[i]];
+    const auto over = overfilled_gaps(md, limit, gaps, k, r);
+    if (over.empty()) {
+      out.status = "lp, every gap";  // the solution fits every gap: the bound of them all
+      return out;
+    }
+    previous = gaps;
+    for (size_t j = 0; j < over.size() && j < static_cast<size_t>(o.lp_gaps_per_round); ++j) {
+      if (over[j].second < md.F) gaps.fwd.insert(over[j].second);
+      else gaps.bwd.insert(over[j].second - md.F);
+    }
+    ++rounds;
+  }
 }
 
 }  // namespace
@@ -378,37 +462,30 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   const double unit = byte_unit(o.arena_limit);
   const Model md = build_model(forward, keep_all, unit, o.device);
   const double limit = static_cast<double>(o.arena_limit) / unit;
-  // The gaps modelled first: the end of the forward pass and the forward gaps with the most in
-  // flight; backward gaps spread evenly and those with the most that is live whatever the plan.
-  std::set<int> fwd_gaps{md.F - 1}, bwd_gaps;
-  {
-    std::vector<int> by(md.F);
-    for (int t = 0; t < md.F; ++t) by[t] = t;
-    std::sort(by.begin(), by.end(), [&](int a, int b) { return md.fwd_const[a] > md.fwd_const[b]; });
-    for (int i = 0; i < std::min(md.F, 4); ++i) fwd_gaps.insert(by[i]);
-    const int half = std::max(1, o.max_gaps / 2);
-    for (int i = 0; i < half && md.M > 0; ++i) bwd_gaps.insert(static_cast<int>(static_cast<int64_t>(i) * md.M / half));
-    std::vector<int> bk(md.M);
-    for (int k = 0; k < md.M; ++k) bk[k] = k;
-    std::sort(bk.begin(), bk.end(), [&](int a, int b) { return md.bwd_const[a] > md.bwd_const[b]; });
-    for (int i = 0; i < std::min(md.M, half); ++i) bwd_gaps.insert(bk[i]);
-  }
+  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   ExactBudget out;
   out.bound_flops = 0;
-  if (o.integer && o.lp_rounds > 0) {
-    // The LP's rounds first: the gaps they found binding start the programme.
-    ExactBudgetOptions lo = o;
-    lo.integer = false;
-    lo.progress = nullptr;
-    if (o.lp_max_gaps > 0) lo.max_gaps = o.lp_max_gaps;  // (the fast solver's start: the same rounds)
-    const ExactBudget lp = solve_budget_exact(forward, keep_all, lo, check);
-    fwd_gaps.insert(lp.fwd_gaps.begin(), lp.fwd_gaps.end());
-    bwd_gaps.insert(lp.bwd_gaps.begin(), lp.bwd_gaps.end());
+  if (!o.integer) {  // budget's fast solver: the LP's bound with its rounds
+    Gaps gaps = starting_gaps(md, o.max_gaps);
+    const LpBound lp = lp_bound(md, limit, gaps, best, o, elapsed);
+    out.bound_flops = lp.bound_flops, out.status = lp.status, out.solves = lp.solves;
+    out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
+    out.proven = std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9);
+    out.seconds = elapsed();
+    return out;
+  }
+  Gaps gaps = starting_gaps(md, o.max_gaps);
+  if (o.lp_rounds > 0) {
+    // The LP's rounds first (from lp_max_gaps' start: the fast solver's): their bound, and the
+    // gaps they found binding start the programme.
+    Gaps lp_gaps = starting_gaps(md, o.lp_max_gaps > 0 ? o.lp_max_gaps : o.max_gaps);
+    const LpBound lp = lp_bound(md, limit, lp_gaps, best, o, elapsed);
+    gaps.fwd.insert(lp_gaps.fwd.begin(), lp_gaps.fwd.end());
+    gaps.bwd.insert(lp_gaps.bwd.begin(), lp_gaps.bwd.end());
     out.bound_flops = lp.bound_flops;
-    out.solves = lp.solves, out.rounds = lp.rounds;
+    out.solves = lp.solves;
   }
   std::vector<std::vector<signed char>> cuts;
-  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   // Two kinds of solve alternate. Honest ones model the true limit: their bounds are proven, and
   // a solution of theirs that fits is optimal. The model misses what the exact plan adds (values
   // live only during a node, recomputed values read only by recomputation, packing), so their
@@ -417,8 +494,6 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double tighten = 0;                              // units
   double per_solve = std::max(1.0, o.seconds / 4);  // seconds one solve may take
   bool honest = true;
-  bool round_by_time = false;           // the LP's next cutting round was started by time, not by size
-  std::vector<std::pair<bool, int>> added;  // the gaps the round about to be solved added (forward?, gap)
   for (;;) {
     if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
     const double left = o.seconds - elapsed();
@@ -426,26 +501,14 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
       out.status = "time limit";
       break;
     }
-    const Built b = build_lp(md, honest ? limit : limit - tighten, {fwd_gaps.begin(), fwd_gaps.end()},
-                             {bwd_gaps.begin(), bwd_gaps.end()}, cuts, o.integer);
-    if (!added.empty()) {  // a cutting round of the LP
-      if (!round_by_time && static_cast<int64_t>(b.lp.lo.size()) > o.lp_round_columns) {
-        // Over the size the rounds stop at: not solved, and its gaps not counted as modelled.
-        for (const auto& [fwd, gap] : added) (fwd ? fwd_gaps : bwd_gaps).erase(gap);
-        out.status = "lp";
-        break;
-      }
-      ++out.rounds;
-      added.clear();
-    }
+    const Built b = build_lp(md, honest ? limit : limit - tighten, {gaps.fwd.begin(), gaps.fwd.end()},
+                             {gaps.bwd.begin(), gaps.bwd.end()}, cuts, true);
     out.columns = static_cast<int>(b.lp.lo.size()), out.rows = static_cast<int>(b.lp.rows.size());
-    out.binaries = o.integer ? static_cast<int>(md.nodes.size()) : 0;
-    out.gaps = static_cast<int>(fwd_gaps.size() + bwd_gaps.size());
+    out.binaries = static_cast<int>(md.nodes.size());
+    out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
     // Solutions must beat the incumbent (by more than rounding).
     const double cutoff = std::isfinite(best) ? best * (1 - 1e-9) - 1e-12 : kInf;
-    const double solve_start = elapsed();
-    const Solved s = run_milp(b.lp, std::min(left, per_solve), o.integer ? cutoff : kInf, kRelativeGap);
-    const double solve_seconds = elapsed() - solve_start;
+    const Solved s = run_milp(b.lp, std::min(left, per_solve), cutoff, kRelativeGap);
     ++out.solves;
     if (honest) {
       if (s.infeasible) {
@@ -455,32 +518,6 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
         break;
       }
       out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
-      if (!o.integer) {
-        out.status = s.optimal ? "lp" : "lp (time limit)";
-        // Cutting rounds: model the gaps the LP's solution overfills (the most overfilled first)
-        // and solve again, while the rounds' time lasts; each LP's optimum is a bound.
-        // Rounds by time (`lp_round_seconds`): the next LP is larger, so a round starts only when
-        // twice the last solve's time still fits. Else by size: until a round's LP has more than
-        // lp_round_columns columns (the same rounds on every machine).
-        round_by_time = o.lp_round_seconds > 0 && elapsed() + 2 * solve_seconds <= o.lp_round_seconds;
-        // (By size: the next LP has more columns than this one, so none when this one is over.)
-        const bool by_size = static_cast<int64_t>(b.lp.lo.size()) <= o.lp_round_columns;
-        if (!s.optimal || !s.solution || out.rounds >= o.lp_rounds || !(round_by_time || by_size)) break;
-        if (std::isfinite(best) && s.bound >= best * (1 - 1e-9)) break;  // at the incumbent: it is optimal
-        std::vector<double> kv(md.nodes.size()), rv(md.nodes.size());
-        for (size_t i = 0; i < md.nodes.size(); ++i) kv[i] = s.x[b.k[i]], rv[i] = s.x[b.r[i]];
-        const auto over = overfilled_gaps(md, limit, fwd_gaps, bwd_gaps, kv, rv);
-        if (over.empty()) {
-          out.status = "lp, every gap";  // the LP's solution fits every gap: the bound of them all
-          break;
-        }
-        for (size_t j = 0; j < over.size() && j < static_cast<size_t>(o.lp_gaps_per_round); ++j) {
-          const bool fwd = over[j].second < md.F;
-          const int gap = fwd ? over[j].second : over[j].second - md.F;
-          if ((fwd ? fwd_gaps : bwd_gaps).insert(gap).second) added.push_back({fwd, gap});
-        }
-        continue;
-      }
     }
     if (!s.solution) {
       if (honest) {
@@ -518,11 +555,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     // Does not fit: model the gap where it peaks, or cut it off (valid: it does not fit).
     bool added = false;
     if (chk.peak_gap >= 0 && chk.peak_gap < md.F) {
-      added = fwd_gaps.insert(chk.peak_gap).second;
+      added = gaps.fwd.insert(chk.peak_gap).second;
     } else if (chk.peak_gap >= md.F) {
       const int g = std::min(md.M - 1, chk.peak_gap - md.F);
-      added = bwd_gaps.insert(g).second;
-      if (g + 1 < md.M) added |= bwd_gaps.insert(g + 1).second;
+      added = gaps.bwd.insert(g).second;
+      if (g + 1 < md.M) added |= gaps.bwd.insert(g + 1).second;
     }
     if (!added) {
       // The cut names only the nodes whose choice shapes this plan's training graph: those
@@ -544,8 +581,6 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   }
   if (std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9)) out.proven = true;
   out.seconds = elapsed();
-  out.fwd_gaps.assign(fwd_gaps.begin(), fwd_gaps.end());
-  out.bwd_gaps.assign(bwd_gaps.begin(), bwd_gaps.end());
   return out;
 }
 

@@ -61,8 +61,6 @@ struct ExactBudget {
   bool proven = false;        // the bound is met by the incumbent or `plan` (gap 0)
   std::string status;         // optimal | time limit | lp | no-incumbent ...
   int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
-  int rounds = 0;  // the LP's cutting rounds (gaps added where its solution overfilled them)
-  std::vector<int> fwd_gaps, bwd_gaps;  // the gaps modelled in the end
   double seconds = 0;
 };
 
@@ -84,7 +82,6 @@ struct ExactBudgetOptions {
   // first (on the same time limit, starting from lp_max_gaps gaps when > 0, else max_gaps), and
   // the programme starts with the gaps they modelled; the bound is the larger of theirs.
   int lp_max_gaps = 0;
-
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
   // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit
   // (FLOPs, the incumbent's at first) and the bound (progress output on long solves).

@@ -40,7 +40,6 @@ class Progress {
     next_ = s + 1;
     std::fprintf(stderr, "mnemo: %s: %.1f s: %s\n", mode_.c_str(), s, what().c_str());
   }
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
  private:
   const std::string mode_;

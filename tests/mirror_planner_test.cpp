@@ -227,6 +227,10 @@ TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
               none.solver_solves, more.lower_bound_flops, more.solver_solves, more.solver_status.c_str());
   EXPECT_EQ(none.solver_solves, 1);
   EXPECT_GT(more.solver_solves, 1);
+  // The default rounds stop at the LP size cap (here before the bound reaches what 5 s give).
+  EXPECT_GT(b.solver_solves, 1);
+  EXPECT_LT(b.solver_solves, more.solver_solves);
+  EXPECT_LE(b.lower_bound_flops, more.lower_bound_flops * (1 + 1e-9));
   EXPECT_GE(more.lower_bound_flops, none.lower_bound_flops * (1 - 1e-9));
   EXPECT_LE(more.lower_bound_flops, more.planned.report.recompute_flops);
   EXPECT_EQ(more.planned.report.recompute_flops, none.planned.report.recompute_flops);
@@ -240,6 +244,17 @@ TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
   EXPECT_GE(exact.lower_bound_flops, b.lower_bound_flops * (1 - 1e-9));
   EXPECT_LE(exact.lower_bound_flops, exact.planned.report.recompute_flops * (1 + 1e-9));
   EXPECT_LE(exact.planned.report.recompute_flops, b.planned.report.recompute_flops);
+}
+
+// The LP's rounds end when its solution fits every gap (its bound is then the LP's with every gap
+// modelled): on the test LSTM at 0.5x after one round.
+TEST(MirrorPlanner, BudgetLpRoundsEndWhenEveryGapFits) {
+  const Config c = model_config(1);
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  const MirrorResult r = plan_pipeline(c, p, "budget=0.5x", nullptr, true);
+  EXPECT_NE(r.solver_status.find("lp, every gap"), std::string::npos) << r.solver_status;
+  EXPECT_EQ(r.solver_solves, 2);
+  EXPECT_LE(r.lower_bound_flops, r.planned.report.recompute_flops);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryMode, ::testing::Range(0, static_cast<int>(kModels.size())),
