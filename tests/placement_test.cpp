@@ -256,7 +256,7 @@ TEST(Placement, TheSmallBuffersOnTopReachTheBound) {
     SCOPED_TRACE(std::string(file) + " " + mode + " " + order);
     Config c = load_config(std::string(MNEMO_SOURCE_DIR "/configs/table2/") + file + ".yaml");
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-    c.placement_seconds = 5;
+    c.placement_seconds = 60;  // (reached in under a second here; the limit is far off on a loaded machine)
     c.order = order;
     const MirrorResult exact = plan_pipeline(c, p, mode, nullptr, true);
     const Liveness l = analyze_liveness(exact.training.graph, true, exact.planned.plan.kernels);
