@@ -643,6 +643,12 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // plan chosen, only the latter is a bound on what was chosen among.
   best.bound_over_01 = zero_one(best.mirror) && std::isfinite(eb.bound_flops) && eb.bound_flops > bound;
   if (best.bound_over_01) bound = eb.bound_flops;
+  // A bound above a plan that fits is a bug in the programme (it admits every plan at no more
+  // than its FLOPs, `BudgetExact.AdmitsEveryPlanAtItsOwnArena`): said, not hidden by the cap.
+  if (bound > best.planned.report.recompute_flops * (1 + 1e-6) + 1e3)
+    std::fprintf(stderr, "mnemo: budget: warning: the proven bound %.6g FLOP is above the plan chosen (%.6g FLOP), which fits: a bug in the bound\n",
+                 bound, best.planned.report.recompute_flops);
+  best.proven_bound_flops = bound;
   best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
   best.budget_bytes = limit;
   best.least_feasible = least;

@@ -110,6 +110,7 @@ struct MirrorResult {
   int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
   int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
   double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
+  double proven_bound_flops = -1;  // budget: the same before it is capped at the plan chosen (tests check it)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;

@@ -316,7 +316,7 @@ namespace {
 // more than the fast solver's, and the reported (knapsack) bound is never above the least
 // recompute of a plan that fits. How often it reaches that least is printed.
 TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
-  int checked = 0, optimal = 0, nets = 0;
+  int checked = 0, optimal = 0, nets = 0, raw_at_least = 0;
   for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
     ++nets;
     std::vector<std::pair<int64_t, double>> all;  // (total, recompute) of every plan of the space
@@ -344,10 +344,17 @@ TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
       EXPECT_LE(exact.planned.report.recompute_flops, fast.planned.report.recompute_flops);
       ASSERT_FALSE(std::isnan(exact.lower_bound_flops));
       EXPECT_LE(exact.lower_bound_flops, least * (1 + 1e-9) + 1e-3) << "trial " << trial << " budget " << b;
+      // The bound as proven, before it is capped at the plan chosen (where the plan chosen is the
+      // least, the capped one holds whatever the programme proved).
+      ASSERT_FALSE(std::isnan(exact.proven_bound_flops));
+      EXPECT_LE(exact.proven_bound_flops, least * (1 + 1e-6) + 1e-3) << "trial " << trial << " budget " << b;
+      EXPECT_LE(fast.proven_bound_flops, least * (1 + 1e-6) + 1e-3) << "trial " << trial << " budget " << b;
+      raw_at_least += exact.proven_bound_flops >= least * (1 - 1e-6) - 1e-3;
       optimal += exact.planned.report.recompute_flops <= least * (1 + 1e-9) + 1e-3;
     }
   }
-  std::printf("budget exact on %d small nets: %d budgets, the least recompute of all plans reached on %d\n", nets, checked, optimal);
+  std::printf("budget exact on %d small nets: %d budgets, the least recompute of all plans reached on %d, proven (uncapped bound at it) on %d\n",
+              nets, checked, optimal, raw_at_least);
   EXPECT_GE(nets, 6);
   EXPECT_GE(checked, 12);
 }
