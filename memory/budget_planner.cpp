@@ -54,7 +54,7 @@ constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
 constexpr int kKeepBackPoints = 7;  // budget: points along each keep-back path
 // budget: fill members: levels per doubling of live bytes, and members filled per level
-constexpr int kFillSteps = 8;
+constexpr int kFillSteps = 16;
 constexpr int kFillBases = 2;
 // budget's fast solver: the time limit of its LP bound (CBC's limit is a quarter of it; Clp may not
 // stop at it; a bound is taken only from an LP solved to optimality, else the knapsack bound)
