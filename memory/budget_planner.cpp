@@ -54,7 +54,11 @@ constexpr size_t kBudgetPaper = 8;
 constexpr double kBudgetSlack = 4.0;
 constexpr int kKeepBackPoints = 7;  // budget: points along each keep-back path
 // budget: fill members: levels per doubling of live bytes, and members filled per level
-constexpr int kFillSteps = 16;
+constexpr int kFillSteps = 32;
+// budget: levels filled above the first one at or above the arena limit (a fill at a level is
+// then kept when its live bytes exceed the level this many below the one under it: with the
+// levels close together, a fill that fits a level or two lower is kept, not dropped)
+constexpr int kFillLevelsAbove = 2;
 constexpr int kFillBases = 2;
 // budget's fast solver: the time limit of its LP bound (CBC's limit is a quarter of it; Clp may not
 // stop at it; a bound is taken only from an LP solved to optimality, else the knapsack bound)
@@ -441,11 +445,13 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // member no other beats in both live bytes and recompute), the kFillBases members of least
   // recompute within the level, each filled up to it (fill_to), as it is and with the nodes that
   // are cheap to recompute (drop-bn-relu's) dropped first: Chen's cuts keep block outputs that
-  // are a ReLU away from a convolution the fill can keep instead. A fill at level L is kept only
-  // when its live bytes exceed the level below L, and only the levels up to the first one at or
-  // above the arena limit are filled: the families of two budgets are then nested (the smaller
-  // budget's is part of the larger's), and a fill only the larger budget's family has does not
-  // fit the smaller budget, so the choice is still monotone (docs/MEMORY.md).
+  // are a ReLU away from a convolution the fill can keep instead. Only the levels up to
+  // kFillLevelsAbove above the first one at or above the arena limit are filled, and a fill at
+  // level j is kept only when its live bytes exceed level j - 1 - kFillLevelsAbove: the families
+  // of two budgets are then nested (the smaller budget's is part of the larger's), and a fill only
+  // the larger budget's family has does not fit the smaller budget (the smaller one's first level
+  // at or above its limit is at most that level), so the choice is still monotone (docs/MEMORY.md;
+  // the invariant is tested in MirrorPlanner.BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone).
   // The levels are filled from the top down, and the choice is made after each: a level whose
   // knapsack bound (no plan with live bytes within it recomputes less) exceeds the recompute of
   // the member chosen so far cannot give the choice, nor can any level below it, so they are
@@ -470,7 +476,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::sort(levels.begin(), levels.end());
     levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
     const auto top = std::lower_bound(levels.begin(), levels.end(), arena_limit);
-    if (top != levels.end()) levels.erase(top + 1, levels.end());
+    if (levels.end() - top > kFillLevelsAbove + 1) levels.erase(top + kFillLevelsAbove + 1, levels.end());
     std::vector<size_t> by_recompute(plans.size());
     std::iota(by_recompute.begin(), by_recompute.end(), size_t{0});
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
@@ -493,7 +499,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         for (bool cheap : {false, true}) {
           const auto [it, fresh] = start_of.emplace(std::make_pair(i, cheap), start_keys.size());
           if (fresh) start_keys.push_back(it->first);
-          jobs[l].push_back({it->second, levels[l], l > 0 ? levels[l - 1] : lo});
+          jobs[l].push_back({it->second, levels[l], l > kFillLevelsAbove ? levels[l - 1 - kFillLevelsAbove] : lo});
         }
       }
     }

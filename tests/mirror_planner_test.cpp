@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "autograd/allreduce.h"
 #include "core/comm.h"
@@ -651,6 +652,11 @@ TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
     int64_t last_total = INT64_MAX;
     int fills = 0;
     std::set<std::string> ran;  // the starts whose chosen fill ran
+    // What makes the choice monotone: a fill a larger budget's family has and a smaller one's has
+    // not does not fit the smaller one (its live bytes exceed the smaller one's arena limit).
+    using FillKey = std::tuple<std::string, double, int64_t, double>;  // origin, level, live bytes, recompute
+    std::vector<std::set<FillKey>> larger;                             // the fills of each budget above
+    int only_larger = 0;
     const int points = 12;
     for (int k = 0; k < points; ++k) {
       const int64_t b = share_total - (share_total - least) * k / (points - 1);
@@ -659,6 +665,18 @@ TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
       EXPECT_GE(r.planned.report.recompute_flops, last_recompute) << kModels[i] << " budget " << b;
       EXPECT_LE(r.planned.report.total_bytes, last_total) << kModels[i] << " budget " << b;
       last_recompute = r.planned.report.recompute_flops, last_total = r.planned.report.total_bytes;
+      std::set<FillKey> mine;
+      for (const SearchStep& st : r.search)
+        if (st.origin == "fill" || st.origin == "fill+cheap") mine.insert({st.origin, st.budget, st.max_live_bytes, st.recompute_flops});
+      const int64_t arena_limit = b - (r.planned.report.total_bytes - r.planned.report.arena_bytes);
+      for (const std::set<FillKey>& above : larger)
+        for (const FillKey& f : above)
+          if (!mine.count(f)) {
+            ++only_larger;
+            EXPECT_GT(std::get<2>(f), arena_limit) << kModels[i] << " budget " << b << ": a larger budget's fill at level " << std::get<1>(f)
+                                                   << " fits it but is not in its family";
+          }
+      larger.push_back(std::move(mine));
       for (const SearchStep& st : r.search) {
         if (st.origin != "fill" && st.origin != "fill+cheap") continue;
         ++fills;
@@ -673,7 +691,9 @@ TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
           EXPECT_TRUE(bitwise_equal(o.values[v], ref.values[v])) << kModels[i] << " " << st.origin << " budget " << b << " output " << v;
       }
     }
-    std::printf("%s: %d fill members over %d budgets\n", kModels[i].c_str(), fills, points);
+    std::printf("%s: %d fill members over %d budgets; %d (budget, fill of a larger budget's family only) pairs checked\n", kModels[i].c_str(),
+                fills, points, only_larger);
+    EXPECT_GT(only_larger, 0) << kModels[i];
     EXPECT_GT(fills, 0) << kModels[i];
     EXPECT_FALSE(ran.empty()) << kModels[i] << ": no budget of the sweep chose a fill member";
   }
