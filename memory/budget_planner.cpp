@@ -482,7 +482,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
                      [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
     // Starts: (member, with its cheap nodes dropped) -> index, prepared when a level first needs
-    // them; jobs per level: (start, level, the level below).
+    // them; jobs per level: (start, level, the level kFillLevelsAbove + 1 below it, or lo).
     std::map<std::pair<size_t, bool>, size_t> start_of;
     std::vector<std::pair<size_t, bool>> start_keys;
     struct Job {
