@@ -205,6 +205,15 @@ struct Built {
   std::vector<int> k, r;
 };
 
+// Per compute node: 1 when backward reads its result at or before backward gap g (a result still
+// read after g must then be kept or recomputed into a copy that lives across g).
+std::vector<char> read_by_gap(const Model& md, int g) {
+  std::vector<char> seed(md.nodes.size(), 0);
+  for (const Model::Read& rd : md.reads)
+    if (rd.first <= g) seed[rd.node] = 1;
+  return seed;
+}
+
 Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_gaps, const std::vector<int>& bwd_gaps,
                const std::vector<std::vector<signed char>>& cuts, bool integer) {
   Built b;
@@ -240,9 +249,8 @@ Built build_lp(const Model& md, double limit_mib, const std::vector<int>& fwd_ga
   for (int g : bwd_gaps) {
     // needed: a recomputed copy may exist before the gap (a result read before it, or an input
     // of one, transitively). Compute nodes are in topological order, so one backward sweep.
-    std::vector<char> seed(n, 0), needed(n, 0);
-    for (const Model::Read& rd : md.reads)
-      if (rd.first <= g) seed[rd.node] = 1;
+    const std::vector<char> seed = read_by_gap(md, g);
+    std::vector<char> needed(n, 0);
     for (size_t ii = n; ii-- > 0;) {
       needed[ii] = seed[ii];
       for (int u : md.consumers[ii]) needed[ii] |= needed[u];
@@ -326,12 +334,9 @@ std::vector<std::pair<double, int>> overfilled_gaps(const Model& md, double limi
     }
   }
   std::vector<double> c(n);
-  std::vector<char> seed(n);
   for (int g = 0; g < md.M; ++g) {
     if (gaps.bwd.count(g)) continue;
-    std::fill(seed.begin(), seed.end(), 0);
-    for (const Model::Read& rd : md.reads)
-      if (rd.first <= g) seed[rd.node] = 1;
+    const std::vector<char> seed = read_by_gap(md, g);
     bool broken = false;
     for (size_t ii = n; ii-- > 0;) {
       double need = seed[ii] ? 1 : 0;
@@ -465,8 +470,8 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
   ExactBudget out;
   out.bound_flops = 0;
+  Gaps gaps = starting_gaps(md, o.max_gaps);
   if (!o.integer) {  // budget's fast solver: the LP's bound with its rounds
-    Gaps gaps = starting_gaps(md, o.max_gaps);
     const LpBound lp = lp_bound(md, limit, gaps, best, o, elapsed);
     out.bound_flops = lp.bound_flops, out.status = lp.status, out.solves = lp.solves;
     out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
@@ -474,7 +479,6 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     out.seconds = elapsed();
     return out;
   }
-  Gaps gaps = starting_gaps(md, o.max_gaps);
   if (o.lp_rounds > 0) {
     // The LP's rounds first (from lp_max_gaps' start: the fast solver's): their bound, and the
     // gaps they found binding start the programme.
