@@ -4,10 +4,13 @@
 //   fully_connected_grad_weight(dy[N,M], x[N,D] [, sum[M,D]])   dw[M,D] = dy^T x (+ sum)
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
 // N batch, D input features, M output features. float32: the forward is oneDNN's matmul primitive
-// (prepared per node), dy w too from 64 batch rows on, the other backward products oneDNN's sgemm;
-// float64: Eigen. All multithreaded
-// with OpenMP; each product costs 2*N*M*D flops.
+// (prepared per node); dy^T x MKL's sgemm in a build with MKL (scripts/build.sh), else oneDNN's
+// sgemm; dy w from 64 batch rows on MKL's sgemm, or oneDNN's matmul primitive without MKL, and
+// oneDNN's sgemm below (kMatmulDataRows); float64: Eigen. All multithreaded with OpenMP; each product costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
+#ifdef MNEMO_WITH_MKL
+#include <mkl_cblas.h>
+#endif
 
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -50,15 +53,20 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
   return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
 }
 
-// Row-major C[M,N] = op(A) op(B): float32 through oneDNN's sgemm (the backward products, and the
-// forward where no matmul primitive was prepared), float64 through Eigen. oneDNN measured fastest
-// of Eigen, oneDNN sgemm, oneDNN matmul and MKL at the LSTM shapes on an AMD VM
-// (tools/gemm_vs_pytorch.py; docs/BENCHMARKS.md "GEMM libraries"): on y = x w^T at 32x512->5000,
-// 2 threads, about 100 GFLOP/s against Eigen's 55 and MKL's 51 (MKL takes a slow path on AMD CPUs). ta / tb: whether A / B are stored transposed ([K,M] / [N,K]).
-// beta: 0 overwrites C, 1 adds the product to it.
+// Row-major C[M,N] = op(A) op(B): float32 through MKL's sgemm where `mkl` asks for it in a build
+// with MKL, else oneDNN's sgemm; float64 through Eigen. ta / tb: whether A / B are stored
+// transposed ([K,M] / [N,K]). beta: 0 overwrites C, 1 adds the product to it.
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0)) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0),
+          [[maybe_unused]] bool mkl = false) {
   if constexpr (std::is_same_v<T, float>) {
+#ifdef MNEMO_WITH_MKL
+    if (mkl) {
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                  ta ? M : K, B, tb ? K : N, beta, C, N);
+      return;
+    }
+#endif
     const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
     MNEMO_CHECK(st == dnnl_success) << "oneDNN sgemm failed with status " << static_cast<int>(st) << " for M=" << M
                                     << " N=" << N << " K=" << K;
@@ -88,6 +96,11 @@ struct FcMatmul {
   bool has_bias = false;
 };
 constexpr size_t kScratchAlign = kOnednnAlign;
+#ifdef MNEMO_WITH_MKL
+constexpr bool kWithMkl = true;
+#else
+constexpr bool kWithMkl = false;
+#endif
 dnnl::engine& engine() { return onednn_engine(); }
 
 // dst[n,k] = src[n,j] wei[j,k] (+ bias[k]) for row-major src [n,j] and dst [n,k], and wei given by
@@ -183,12 +196,20 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
   return {TensorType{dy.dtype, {dy.shape[0], w.shape[1]}}};
 }
 
-// dx = dy w: oneDNN's matmul primitive from kMatmulDataRows batch rows on (64x1024->4096: 144
-// GFLOP/s against sgemm's 114 and PyTorch's 134), sgemm below (32x512->2048 and ->5000: sgemm
-// 182 and 155 against the primitive's 156 and 129); tools/gemm_vs_pytorch.py, docs/BENCHMARKS.md.
+// The backward products' libraries, measured at the LSTM shapes with tools/gemm_vs_pytorch.py
+// on Intel Xeon VMs (2 threads, GFLOP/s; docs/BENCHMARKS.md "GEMM libraries" and "MKL for the
+// backward products"):
+//   dx = dy w from kMatmulDataRows batch rows on: MKL's sgemm in a build with MKL (64x1024->4096:
+//     196-198 against the matmul primitive's 151-176), else oneDNN's matmul primitive (144 against
+//     oneDNN sgemm's 114); below: oneDNN's sgemm (32x512->2048 and ->5000: 160-224 against MKL's
+//     163-207 and the primitive's 121-177);
+//   dw = dy^T x: MKL's sgemm in a build with MKL (205-294 against oneDNN sgemm's 171-230 and
+//     PyTorch's 184-230), else oneDNN's sgemm.
+// On an AMD VM (2026-11-21) MKL was the slowest library (it takes a slow path on AMD CPUs): build
+// without it there (scripts/build.sh with MNEMO_MKL=0).
 constexpr int64_t kMatmulDataRows = 64;
 Prepared prepare_grad_data(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
-  if (in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
+  if (kWithMkl || in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
   const int64_t n = in[0].shape[0], m = in[0].shape[1], d = in[1].shape[1];
   return prepared(make_matmul(n, m, d, {d, 1}, false));  // w [M,D] as it is
 }
@@ -200,7 +221,7 @@ void grad_data_cpu(const KernelContext& c) {
   }
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_data", [&]<class T>() {
     const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[1].dim(1);
-    gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>());  // dx = dy w
+    gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), T(0), n >= kMatmulDataRows);  // dx = dy w
   });
 }
 
@@ -225,14 +246,14 @@ void grad_weight_cpu(const KernelContext& c) {
     const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1), d = c.in[1].dim(1);
     T* dw = c.out[0].as<T>();
     if (c.in.size() == 2) {
-      gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw);  // dw = dy^T x
+      gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(0), true);  // dw = dy^T x
       return;
     }
     // dw = sum + dy^T x: the GEMM accumulates into the output holding the sum (in place when the
     // planner put it there, else copied first), one pass over dw instead of a product and an add.
     const T* sum = c.in[2].as<T>();
     if (sum != dw) std::memcpy(dw, sum, static_cast<size_t>(m * d) * sizeof(T));
-    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(1));
+    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(1), true);
   });
 }
 

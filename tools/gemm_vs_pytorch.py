@@ -10,9 +10,9 @@ primitive, MKL when bench_ops was built with it) and then the same three product
 count. Prints, per shape and pass, the median GFLOP/s over the rounds of every column, the op's
 ratio to PyTorch with every round's ratio, and the fastest library.
 
---mkl: first install PyPI's mkl-devel into BUILD/venv-mkl (BUILD: the folder of --bench) and rebuild
-bench_ops there with it (cmake -DMNEMO_MKL_ROOT; GNU OpenMP threading, as mnemo's); without it the MKL
-column appears only if bench_ops was built so before. --python (default $TORCH_PYTHON or
+The MKL column appears when the build has MKL (scripts/build.sh installs PyPI's mkl-devel into
+BUILD/venv-mkl and builds with it unless MNEMO_MKL=0; the op's backward products then use it too).
+--mkl: install it there and rebuild now (cmake -DMNEMO_MKL_ROOT; GNU OpenMP threading, as mnemo's). --python (default $TORCH_PYTHON or
 /work/venv-torch/bin/python) must import torch; create it with
     python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch numpy
 """

@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
-  app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION);
+  app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION + " (CPU backward GEMMs: " + MNEMO_CPU_GEMM + ")");
   app.require_subcommand(1);
   app.add_subcommand("ops", "list every registered op: kind, in-place options, forward entries its backward reads");
   auto* graph = app.add_subcommand("graph", "print a built-in model's graph as text, JSON or Graphviz DOT");
