@@ -170,11 +170,16 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
 }
 
 // `start` (live bytes within `cap`) filled up to `cap`: its candidates kept back one by one while
-// the estimated live bytes stay within `cap`, then planned exactly, and when their live bytes
-// overshoot, the first half of the keeps, and so on. The plan and its light result; nullopt when
+// the estimated live bytes stay within `cap`, then planned exactly. When the exact live bytes
+// overshoot, keeps whose values are live at the exact peak are let go, the last kept first, until
+// their bytes cover the overshoot (up to kFillRepairs times; the estimate misses where keeping a value moves its readers' recomputation later: on
+// the paper's LSTM a kept gate pre-activation of step 0 then lives to the end of backward), and
+// after that the first half of the keeps, and so on. The plan and its light result; nullopt when
 // nothing could be kept. (A second round from the filled plan found nothing more on ResNet-56
 // and ResNet-152, at twice the cost.)
-std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap) {
+constexpr int kFillRepairs = 2;
+// `repaired`: set when the plan returned is a repaired one.
+std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap, bool* repaired) {
   StepLoad load(start.live);
   std::vector<int> keeps;
   for (const FillStart::Candidate& c : start.candidates) {
@@ -185,10 +190,41 @@ std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ct
       if (from < c.to) load.add(from, c.to - 1, bytes);
     keeps.push_back(c.node);
   }
-  for (size_t k = keeps.size(); k > 0; k /= 2) {
+  auto plan_of = [&](const std::vector<int>& kept) {
     MirrorPlan m = start.plan;
-    for (size_t j = 0; j < k; ++j) m[keeps[j]] = 0;
-    m = ctx.apply(views_follow(ctx.fwd, std::move(m)));
+    for (int v : kept) m[v] = 0;
+    return ctx.apply(views_follow(ctx.fwd, std::move(m)));
+  };
+  for (int repair = 0; repair < kFillRepairs && !keeps.empty(); ++repair) {
+    MirrorPlan m = plan_of(keeps);
+    const MirrorResult r = ctx.evaluate(m, 0);
+    if (r.planned.report.max_live_bytes <= cap) {
+      *repaired = repair > 0;
+      return std::make_pair(std::move(m), r.planned.report);
+    }
+    // The keeps live at the exact peak (forward nodes keep their ids in the training graph).
+    const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
+    const std::vector<int64_t> live = live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size()));
+    const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+    // Let go, from the last kept (the fewest FLOPs per byte) back, of keeps live there until their
+    // bytes cover the overshoot.
+    int64_t over = r.planned.report.max_live_bytes - cap;
+    std::vector<char> drop(keeps.size(), 0);
+    for (size_t j = keeps.size(); j-- > 0 && over > 0;) {
+      int64_t bytes = 0;
+      for (int b : l.entry_buffer[static_cast<size_t>(keeps[j])])
+        if (b >= 0 && l.buffers[static_cast<size_t>(b)].start <= peak && l.buffers[static_cast<size_t>(b)].end >= peak)
+          bytes += align_up(l.buffers[static_cast<size_t>(b)].bytes);
+      if (bytes > 0) drop[j] = 1, over -= bytes;
+    }
+    if (over > 0) break;  // the keeps live at the peak do not cover it: halving below
+    std::vector<int> rest;
+    for (size_t j = 0; j < keeps.size(); ++j)
+      if (!drop[j]) rest.push_back(keeps[j]);
+    keeps = std::move(rest);
+  }
+  for (size_t k = keeps.size(); k > 0; k /= 2) {
+    MirrorPlan m = plan_of(std::vector<int>(keeps.begin(), keeps.begin() + static_cast<std::ptrdiff_t>(k)));
     const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
     if (rep.max_live_bytes <= cap) return std::make_pair(std::move(m), rep);
   }
@@ -457,7 +493,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // the member chosen so far cannot give the choice, nor can any level below it, so they are
   // not filled. The choice is the one the whole family gives (docs/MEMORY.md).
   std::optional<size_t> chosen = choose();
-  int fill_levels = 0, skipped_levels = 0;
+  int fill_levels = 0, skipped_levels = 0, fill_repairs = 0;
   {
     const int64_t lo = std::min_element(reps.begin(), reps.end(), [](const MemoryReport& a, const MemoryReport& b) {
                          return a.max_live_bytes < b.max_live_bytes;
@@ -526,10 +562,14 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         starts[todo[k]] = prepare_fill(ctx, std::move(m));
       });
       std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs[l].size());
+      std::vector<char> repaired(jobs[l].size(), 0);
       parallel_each(jobs[l].size(), [&](size_t j) {
         const FillStart& st = *starts[jobs[l][j].start];
-        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level);
+        bool rep = false;
+        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level, &rep);
+        repaired[j] = rep;
       });
+      for (size_t j = 0; j < jobs[l].size(); ++j) fill_repairs += repaired[j];
       bool added = false;
       for (size_t j = 0; j < jobs[l].size(); ++j) {
         if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[l][j].below) continue;
@@ -658,7 +698,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
   best.budget_bytes = limit;
   best.least_feasible = least;
-  best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels;
+  best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels, best.fill_repairs = fill_repairs;
   best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
                        : !programme ? std::string("no programme (it models the default schedule order): knapsack bound")
                        : mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family), bound: programme " + eb.status

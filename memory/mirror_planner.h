@@ -109,6 +109,7 @@ struct MirrorResult {
   int64_t least_feasible = -1;     // budget: the least exact total among the family
   int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
   int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
+  int fill_repairs = 0;            // budget: fills whose first exact plan overshot, brought within their level by a repair
   double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
   double proven_bound_flops = -1;  // budget: the same before it is capped at the plan chosen (tests check it)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)

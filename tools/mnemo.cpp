@@ -160,6 +160,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["least_feasible_bytes"] = mr.least_feasible;
       j["fill_levels"] = mr.fill_levels;
       j["fill_levels_skipped"] = mr.fill_levels_skipped;
+      j["fill_repairs"] = mr.fill_repairs;
       j["lower_bound_flops"] = mr.lower_bound_flops;
       j["lower_bound_over"] = mr.bound_over_01 ? "0/1 mirror plans" : "every mirror plan";
       j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
@@ -225,8 +226,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       std::printf("    fills: %d live-bytes levels filled from the top; %d below them not filled (their knapsack bound exceeds the "
-                  "recompute chosen)\n",
-                  mr.fill_levels, mr.fill_levels_skipped);
+                  "recompute chosen); %d fills repaired at their peak\n",
+                  mr.fill_levels, mr.fill_levels_skipped, mr.fill_repairs);
       for (const mnemo::SearchStep& s : mr.search) {
         const std::string param = s.origin == "sublinear" || s.origin.rfind("fill", 0) == 0 || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
                                       ? mnemo::format_bytes(static_cast<int64_t>(s.budget))
