@@ -171,14 +171,14 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
 
 // `start` (live bytes within `cap`) filled up to `cap`: its candidates kept back one by one while
 // the estimated live bytes stay within `cap`, then planned exactly. When the exact live bytes
-// overshoot, keeps whose values are live at the exact peak are let go, the last kept first, until
-// their bytes cover the overshoot (up to kFillRepairs times; the estimate misses where keeping a value moves its readers' recomputation later: on
-// the paper's LSTM a kept gate pre-activation of step 0 then lives to the end of backward), and
-// after that the first half of the keeps, and so on. The plan and its light result; nullopt when
-// nothing could be kept. (A second round from the filled plan found nothing more on ResNet-56
-// and ResNet-152, at twice the cost.)
+// overshoot, the plan is repaired (up to kFillRepairs times): keeps whose values are live at the
+// exact peak are let go, the last kept first, until their bytes cover the overshoot. (The estimate
+// misses where keeping a value moves its readers' recomputation later: on the paper's LSTM a kept
+// gate pre-activation of step 0 then lives to the end of backward.) After that, the first half of
+// the keeps, and so on. The plan and its light result; nullopt when nothing could be kept;
+// `repaired` is set when the plan returned is a repaired one. (A second round from the filled
+// plan found nothing more on ResNet-56 and ResNet-152, at twice the cost.)
 constexpr int kFillRepairs = 2;
-// `repaired`: set when the plan returned is a repaired one.
 std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap, bool* repaired) {
   StepLoad load(start.live);
   std::vector<int> keeps;
@@ -190,24 +190,25 @@ std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ct
       if (from < c.to) load.add(from, c.to - 1, bytes);
     keeps.push_back(c.node);
   }
-  auto plan_of = [&](const std::vector<int>& kept) {
+  if (keeps.empty()) return std::nullopt;
+  auto plan_of = [&](size_t k) {  // the first k keeps
     MirrorPlan m = start.plan;
-    for (int v : kept) m[v] = 0;
+    for (size_t j = 0; j < k; ++j) m[keeps[j]] = 0;
     return ctx.apply(views_follow(ctx.fwd, std::move(m)));
   };
-  for (int repair = 0; repair < kFillRepairs && !keeps.empty(); ++repair) {
-    MirrorPlan m = plan_of(keeps);
+  for (int repair = 0;; ++repair) {
+    MirrorPlan m = plan_of(keeps.size());
     const MirrorResult r = ctx.evaluate(m, 0);
     if (r.planned.report.max_live_bytes <= cap) {
       *repaired = repair > 0;
       return std::make_pair(std::move(m), r.planned.report);
     }
-    // The keeps live at the exact peak (forward nodes keep their ids in the training graph).
+    if (repair == kFillRepairs) break;
+    // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
+    // go from the last kept (the fewest FLOPs per byte) back until their bytes cover the overshoot.
     const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
     const std::vector<int64_t> live = live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size()));
     const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
-    // Let go, from the last kept (the fewest FLOPs per byte) back, of keeps live there until their
-    // bytes cover the overshoot.
     int64_t over = r.planned.report.max_live_bytes - cap;
     std::vector<char> drop(keeps.size(), 0);
     for (size_t j = keeps.size(); j-- > 0 && over > 0;) {
@@ -217,14 +218,16 @@ std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ct
           bytes += align_up(l.buffers[static_cast<size_t>(b)].bytes);
       if (bytes > 0) drop[j] = 1, over -= bytes;
     }
-    if (over > 0) break;  // the keeps live at the peak do not cover it: halving below
+    if (over > 0) break;  // the keeps live at the peak do not cover it: halving
     std::vector<int> rest;
     for (size_t j = 0; j < keeps.size(); ++j)
       if (!drop[j]) rest.push_back(keeps[j]);
     keeps = std::move(rest);
+    if (keeps.empty()) return std::nullopt;
   }
-  for (size_t k = keeps.size(); k > 0; k /= 2) {
-    MirrorPlan m = plan_of(std::vector<int>(keeps.begin(), keeps.begin() + static_cast<std::ptrdiff_t>(k)));
+  // (All of `keeps` was planned above and overshot.)
+  for (size_t k = keeps.size() / 2; k > 0; k /= 2) {
+    MirrorPlan m = plan_of(k);
     const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
     if (rep.max_live_bytes <= cap) return std::make_pair(std::move(m), rep);
   }
