@@ -197,14 +197,14 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
 }
 
 // The backward products' libraries, measured at the LSTM shapes with tools/gemm_vs_pytorch.py
-// on Intel Xeon VMs (2 threads, GFLOP/s; docs/BENCHMARKS.md "GEMM libraries" and "MKL for the
-// backward products"):
+// on Intel Xeon VMs (2 threads; five runs of 2026-11-27, docs/BENCHMARKS.md "GEMM libraries" and
+// "MKL for the backward products"):
 //   dx = dy w from kMatmulDataRows batch rows on: MKL's sgemm in a build with MKL (64x1024->4096:
-//     196-198 against the matmul primitive's 151-176), else oneDNN's matmul primitive (144 against
-//     oneDNN sgemm's 114); below: oneDNN's sgemm (32x512->2048 and ->5000: 160-224 against MKL's
-//     163-207 and the primitive's 121-177);
-//   dw = dy^T x: MKL's sgemm in a build with MKL (205-294 against oneDNN sgemm's 171-230 and
-//     PyTorch's 184-230), else oneDNN's sgemm.
+//     ahead of the matmul primitive in 3 of 5 runs, within the noise), else oneDNN's matmul
+//     primitive (144 GFLOP/s against oneDNN sgemm's 114 on 2026-11-26); below: oneDNN's sgemm
+//     (32x512->2048 and ->5000: ahead of MKL in 8 of 10 shape-runs);
+//   dw = dy^T x: MKL's sgemm in a build with MKL (ahead of oneDNN's sgemm in 11 of 15 shape-runs,
+//     126-294 GFLOP/s against 171-260; PyTorch's mm 185-247), else oneDNN's sgemm.
 // On an AMD VM (2026-11-21) MKL was the slowest library (it takes a slow path on AMD CPUs): build
 // without it there (scripts/build.sh with MNEMO_MKL=0).
 constexpr int64_t kMatmulDataRows = 64;
