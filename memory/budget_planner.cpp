@@ -19,6 +19,7 @@
 #include "memory/liveness.h"
 #include "memory/mirror_search.h"
 #include "memory/optimal_checkpoints.h"
+#include "memory/placement_util.h"
 #include "memory/step_load.h"
 
 namespace mnemo {
@@ -175,11 +176,16 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
 // exact peak are let go, the last kept first, until their bytes cover the overshoot. (The estimate
 // misses where keeping a value moves its readers' recomputation later: on the paper's LSTM a kept
 // gate pre-activation of step 0 then lives to the end of backward.) After that, the first half of
-// the keeps, and so on. The plan and its light result; nullopt when nothing could be kept;
-// `repaired` is set when the plan returned is a repaired one. (A second round from the filled
-// plan found nothing more on ResNet-56 and ResNet-152, at twice the cost.)
+// the keeps, and so on. The plan, its light result and whether it is a repaired one; nullopt
+// when nothing could be kept. (A second round from the filled plan found nothing more on
+// ResNet-56 and ResNet-152, at twice the cost.)
 constexpr int kFillRepairs = 2;
-std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap, bool* repaired) {
+struct Fill {
+  MirrorPlan plan;
+  MemoryReport report;
+  bool repaired = false;
+};
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap) {
   StepLoad load(start.live);
   std::vector<int> keeps;
   for (const FillStart::Candidate& c : start.candidates) {
@@ -199,23 +205,18 @@ std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ct
   for (int repair = 0;; ++repair) {
     MirrorPlan m = plan_of(keeps.size());
     const MirrorResult r = ctx.evaluate(m, 0);
-    if (r.planned.report.max_live_bytes <= cap) {
-      *repaired = repair > 0;
-      return std::make_pair(std::move(m), r.planned.report);
-    }
+    if (r.planned.report.max_live_bytes <= cap) return Fill{std::move(m), r.planned.report, repair > 0};
     if (repair == kFillRepairs) break;
     // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
     // go from the last kept (the fewest FLOPs per byte) back until their bytes cover the overshoot.
     const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
-    const std::vector<int64_t> live = live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size()));
-    const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+    const int peak = placing::heaviest_step(live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size())));
     int64_t over = r.planned.report.max_live_bytes - cap;
     std::vector<char> drop(keeps.size(), 0);
     for (size_t j = keeps.size(); j-- > 0 && over > 0;) {
       int64_t bytes = 0;
       for (int b : l.entry_buffer[static_cast<size_t>(keeps[j])])
-        if (b >= 0 && l.buffers[static_cast<size_t>(b)].start <= peak && l.buffers[static_cast<size_t>(b)].end >= peak)
-          bytes += align_up(l.buffers[static_cast<size_t>(b)].bytes);
+        if (b >= 0 && placing::live_at(l.buffers[static_cast<size_t>(b)], peak)) bytes += placing::size_of(l.buffers[static_cast<size_t>(b)]);
       if (bytes > 0) drop[j] = 1, over -= bytes;
     }
     if (over > 0) break;  // the keeps live at the peak do not cover it: halving
@@ -229,7 +230,7 @@ std::optional<std::pair<MirrorPlan, MemoryReport>> fill_to(const PlanContext& ct
   for (size_t k = keeps.size() / 2; k > 0; k /= 2) {
     MirrorPlan m = plan_of(k);
     const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
-    if (rep.max_live_bytes <= cap) return std::make_pair(std::move(m), rep);
+    if (rep.max_live_bytes <= cap) return Fill{std::move(m), rep, false};
   }
   return std::nullopt;
 }
@@ -564,20 +565,17 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         }
         starts[todo[k]] = prepare_fill(ctx, std::move(m));
       });
-      std::vector<std::optional<std::pair<MirrorPlan, MemoryReport>>> filled(jobs[l].size());
-      std::vector<char> repaired(jobs[l].size(), 0);
+      std::vector<std::optional<Fill>> filled(jobs[l].size());
       parallel_each(jobs[l].size(), [&](size_t j) {
         const FillStart& st = *starts[jobs[l][j].start];
-        bool rep = false;
-        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level, &rep);
-        repaired[j] = rep;
+        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level);
       });
-      for (size_t j = 0; j < jobs[l].size(); ++j) fill_repairs += repaired[j];
+      for (const std::optional<Fill>& f : filled) fill_repairs += f && f->repaired;
       bool added = false;
       for (size_t j = 0; j < jobs[l].size(); ++j) {
-        if (!filled[j] || filled[j]->second.max_live_bytes <= jobs[l][j].below) continue;
-        if (std::find(plans.begin(), plans.end(), filled[j]->first) != plans.end()) continue;  // (two bases, one plan)
-        plans.push_back(std::move(filled[j]->first)), reps.push_back(filled[j]->second);
+        if (!filled[j] || filled[j]->report.max_live_bytes <= jobs[l][j].below) continue;
+        if (std::find(plans.begin(), plans.end(), filled[j]->plan) != plans.end()) continue;  // (two bases, one plan)
+        plans.push_back(std::move(filled[j]->plan)), reps.push_back(filled[j]->report);
         SearchStep st;
         st.origin = start_keys[jobs[l][j].start].second ? "fill+cheap" : "fill", st.budget = static_cast<double>(jobs[l][j].level);
         st.kept_cuts = log[start_keys[jobs[l][j].start].first].kept_cuts;

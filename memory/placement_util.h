@@ -1,5 +1,6 @@
 // Pieces shared by the placement's files (memory/placement.cpp: the searches and place_exactly;
-// memory/placement_starts.cpp: the packings they start from). Internal to memory/.
+// memory/placement_starts.cpp: the packings they start from), and by the budget planner's fill
+// repair (memory/budget_planner.cpp: the buffers live at a plan's heaviest step). Internal to memory/.
 #pragma once
 #include <algorithm>
 #include <cstdint>
