@@ -12,6 +12,7 @@
 #   bash scripts/gpu-run.sh cudnn    ResNet-50: PyTorch through cuDNN's graph API and its legacy one, beside mnemo (alternating)
 #   bash scripts/gpu-run.sh big      speed per memory mode (budget too); the 1001-layer ResNet under sublinear, captured and eager
 #   bash scripts/gpu-run.sh split    ResNet-50 batches whose stem convolution passes 2^31 elements (split into launches), recursive
+#   bash scripts/gpu-run.sh curve    measured along budget=SIZE's trade-off (ResNet-56, ResNet-152, the paper's LSTM) beside PyTorch's checkpointing
 #   bash scripts/gpu-run.sh tf32     PyTorch's ResNet-50 and LSTM with TF32 allowed (mnemo is strict float32)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -113,11 +114,22 @@ case $part in
       run "bench-resnet50-imagenet-recursive-b$b" 240 $mnemo bench configs/resnet50-imagenet.yaml --device cuda --memory recursive --batch $b --steps 2 --warmup 1 --json
     done
     ;;
+  curve)
+    # Measured along budget=SIZE's trade-off (tools/budget_bench.py: budgets from share's total down to
+    # the least feasible, each distinct plan timed in alternating rounds), beside PyTorch's checkpointing.
+    run curve-resnet56 200 python3 tools/budget_bench.py configs/resnet56-cifar.yaml --points 6 --modes share,sublinear --rounds 3 --steps 20 --warmup 3 --threads 16 --device cuda --mnemo $mnemo
+    for v in "resnet56 none" "resnet56 sequential:4" "resnet152 none" "resnet152 sequential:4" "resnet152 sequential:8" "lstm-paper none" "lstm-paper segment:8"; do
+      read -r model ck <<<"$v"
+      run "torch-$model-${ck//:/-}" 100 python3 tools/bench_pytorch.py --device cuda --model $model --steps 10 --warmup 3 --checkpoint $ck
+    done
+    run curve-resnet152 200 python3 tools/budget_bench.py configs/table2/resnet152.yaml --points 5 --modes share,sublinear --rounds 2 --steps 10 --warmup 2 --threads 16 --device cuda --mnemo $mnemo
+    run curve-lstm-paper 200 python3 tools/budget_bench.py configs/lstm-paper.yaml --points 5 --modes share,sublinear --rounds 2 --steps 10 --warmup 2 --threads 16 --device cuda --mnemo $mnemo
+    ;;
   tf32)
     run torch-resnet50-tf32 130 python3 tools/bench_pytorch.py --device cuda --model resnet50 --steps 20 --warmup 3 --tf32
     run torch-lstm-paper-tf32 130 python3 tools/bench_pytorch.py --device cuda --model lstm-paper --steps 20 --warmup 3 --tf32
     ;;
-  *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo, big, split or tf32)"; exit 2 ;;
+  *) echo "gpu-run: unknown part '$part' (tests, bench, dp, profile, cudnn, zoo, big, split, curve or tf32)"; exit 2 ;;
 esac
 done
 echo "--- summary"; cat "$out/summary.txt"

@@ -16,6 +16,7 @@ Models, built to do the same work as mnemo's builders (plain torch.nn, no torchv
               momentum 0.1 (PyTorch's defaults, the same in mnemo: batch statistics with the biased variance in
               training, running variance updated with the unbiased one); batch 64 of 3x224x224, 1000 classes; SGD
               momentum 0.9, weight decay 1e-4. The layout is torchvision's resnet50 (25,557,032 parameters).
+              resnet152: the same with blocks [3, 8, 36, 3] (configs/table2/resnet152.yaml), batch 16.
               Differences from mnemo, none of which changes the work: initialisation (PyTorch's defaults here;
               mnemo draws convolutions He-normal) and mnemo counting BN's running mean/var as (non-trainable)
               parameters where PyTorch keeps them as buffers ("params" counts trainable parameters only).
@@ -73,8 +74,9 @@ import subprocess
 import sys
 import time
 
-MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper", "densenet121", "inception_v3")
-DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64, "densenet121": 8, "inception_v3": 8}
+MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper", "densenet121", "inception_v3", "resnet152")
+DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64, "densenet121": 8, "inception_v3": 8,
+                 "resnet152": 16}
 
 
 def parse_args(argv):
@@ -92,13 +94,13 @@ def parse_args(argv):
                    help="after the timed steps, 3 steps under torch.profiler: a table of the kernels' device time per op (cuda)")
     p.add_argument("--seed", type=int, default=1, help="torch.manual_seed (default: %(default)s)")
     p.add_argument("--checkpoint-segments", type=int, default=0,
-                   help="resnet56/resnet50: run the model through torch.utils.checkpoint.checkpoint_sequential with this "
+                   help="resnet56/resnet50/resnet152: run the model through torch.utils.checkpoint.checkpoint_sequential with this "
                         "many segments (use_reentrant=False; each segment's BatchNorm statistics are updated twice, as "
                         "PyTorch does); 0: plain (default). Same as --checkpoint sequential:K")
     p.add_argument("--checkpoint", default="none",
                    help="PyTorch's activation checkpointing (torch.utils.checkpoint, use_reentrant=False): none "
-                        "(default); sequential:K (resnet56/resnet50: checkpoint_sequential with K segments); block "
-                        "(resnet56/resnet50: every residual block checkpointed on its own); segment:K (lstm/lstm-paper: "
+                        "(default); sequential:K (resnet56/resnet50/resnet152: checkpoint_sequential with K segments); block "
+                        "(resnet56/resnet50/resnet152: every residual block checkpointed on its own); segment:K (lstm/lstm-paper: "
                         "the sequence cut into time segments of K steps, each checkpointed with every layer's cells "
                         "and the per-step classifier and loss inside); efficient (densenet121: torchvision's "
                         "memory_efficient=True, each dense layer's concatenation, batch norm, ReLU and 1x1 convolution "
@@ -112,14 +114,14 @@ def parse_args(argv):
         p.error("--model: unknown model %s (choose from %s, or all)" % (", ".join(map(repr, bad)), ", ".join(MODELS)))
     if a.tf32 and a.device != "cuda":
         p.error("--tf32 needs --device cuda")
-    if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in ("resnet56", "resnet50") for m in a.models)):
-        p.error("--checkpoint-segments: a positive count, for resnet56 or resnet50 only")
+    if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in ("resnet56", "resnet50", "resnet152") for m in a.models)):
+        p.error("--checkpoint-segments: a positive count, for resnet56, resnet50 or resnet152 only")
     if a.checkpoint_segments:
         if a.checkpoint != "none":
             p.error("--checkpoint-segments and --checkpoint: give one of them")
         a.checkpoint = "sequential:%d" % a.checkpoint_segments
     kind, _, count = a.checkpoint.partition(":")
-    resnets, lstms = ("resnet56", "resnet50"), ("lstm", "lstm-paper")
+    resnets, lstms = ("resnet56", "resnet50", "resnet152"), ("lstm", "lstm-paper")
     wants = {"none": (None, False), "sequential": (resnets, True), "block": (resnets, False), "segment": (lstms, True),
              "efficient": (("densenet121",), False)}
     if kind not in wants:
@@ -282,6 +284,8 @@ BUILDERS = {
     "resnet56": functools.partial(build_resnet, style="cifar", blocks=(9, 9, 9), block="basic", shape=(3, 32, 32), classes=10),
     "resnet50": functools.partial(build_resnet, style="imagenet", blocks=(3, 4, 6, 3), block="bottleneck",
                                   shape=(3, 224, 224), classes=1000),
+    "resnet152": functools.partial(build_resnet, style="imagenet", blocks=(3, 8, 36, 3), block="bottleneck",
+                                   shape=(3, 224, 224), classes=1000),
     "lstm": build_lstm,
     "lstm-paper": functools.partial(build_lstm, steps=64, input_dim=50, hidden=1024, layers=4, classes=5000),
 }

@@ -3,7 +3,7 @@
 in alternating rounds.
 
     tools/budget_bench.py CONFIG [--points 8] [--modes share,sublinear,optimal] [--rounds 3]
-                          [--steps 10] [--warmup 2] [--threads 2] [--mnemo build/mnemo]
+                          [--steps 10] [--warmup 2] [--threads 2] [--device cpu|cuda] [--mnemo build/mnemo]
 
 Plans `budget=SIZE` at --points budgets from share's total down to the least feasible one
 (`mnemo plan --memory budget=... --json`), keeps the distinct plans (same total and recompute
@@ -11,6 +11,7 @@ FLOPs: the same member of the family), then times each of them and each --modes 
 `mnemo bench --json` once per round, the order rotating every round. Prints per plan: the budget,
 exact total, recompute share of the step's FLOPs, the median over rounds of its step time and of
 its ratio to the first mode's step time in the same round, and every round's step time.
+--device plans and runs every plan on that device (`mnemo --device`; default: the config's).
 """
 import argparse
 import os
@@ -30,6 +31,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="", help="cpu, cuda or cuda:N (default: the config's)")
     p.add_argument("--mnemo", default=os.path.join(os.path.dirname(here), "build", "mnemo"))
     a = p.parse_args()
     if a.points < 2 or a.rounds < 1:
@@ -39,7 +41,7 @@ def main():
         sys.exit("budget_bench: give at least one --modes mode (the first is the reference)")
 
     def plan(mode):
-        return mnemo_run.plan(a.mnemo, a.config, mode, "budget_bench")
+        return mnemo_run.plan(a.mnemo, a.config, mode, "budget_bench", a.threads, a.device)
 
     top = plan("budget=1x")
     share_total = plan("share")["total_bytes"]
@@ -59,7 +61,7 @@ def main():
     for rnd in range(a.rounds):
         order = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
         for m in order:
-            j = mnemo_run.bench(a.mnemo, a.config, "budget_bench", m, a.steps, a.warmup, a.threads)
+            j = mnemo_run.bench(a.mnemo, a.config, "budget_bench", m, a.steps, a.warmup, a.threads, device=a.device)
             times[m].append(j["step_seconds_median"])
         print(f"round {rnd + 1}: " + ", ".join(f"{m} {times[m][-1]:.4f}" for m in runs), flush=True)
     ref = modes[0]

@@ -13,9 +13,12 @@ def run(cmd, who, env=None):
     return out.stdout
 
 
-def bench(mnemo, config, who, memory="", steps=10, warmup=2, threads=2, batch=0):
-    """The JSON report of `mnemo bench CONFIG --json` with OMP_NUM_THREADS=threads."""
+def bench(mnemo, config, who, memory="", steps=10, warmup=2, threads=2, batch=0, device=""):
+    """The JSON report of `mnemo bench CONFIG --json` with OMP_NUM_THREADS=threads (on `device` when
+    given, else the config's)."""
     cmd = [mnemo, "bench", config, "--json", "--steps", str(steps), "--warmup", str(warmup)]
+    if device:
+        cmd += ["--device", device]
     if memory:
         cmd += ["--memory", memory]
     if batch:
@@ -24,8 +27,9 @@ def bench(mnemo, config, who, memory="", steps=10, warmup=2, threads=2, batch=0)
     return json.loads(run(cmd, who, env).strip().splitlines()[-1])
 
 
-def plan(mnemo, config, memory, who, threads=None):
+def plan(mnemo, config, memory, who, threads=None, device=""):
     """The report of one memory mode from `mnemo plan CONFIG --memory MODE --json` (with
-    OMP_NUM_THREADS=threads when given)."""
+    OMP_NUM_THREADS=threads when given; planned for `device` when given, else the config's)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
-    return json.loads(run([mnemo, "plan", config, "--memory", memory, "--json"], who, env))["modes"][0]
+    cmd = [mnemo, "plan", config, "--memory", memory, "--json"] + (["--device", device] if device else [])
+    return json.loads(run(cmd, who, env))["modes"][0]
