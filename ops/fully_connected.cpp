@@ -6,7 +6,8 @@
 // N batch, D input features, M output features. float32: the forward is oneDNN's matmul primitive
 // (prepared per node); dy^T x MKL's sgemm in a build with MKL (scripts/build.sh), else oneDNN's
 // sgemm; dy w from 64 batch rows on MKL's sgemm, or oneDNN's matmul primitive without MKL, and
-// oneDNN's sgemm below (kMatmulDataRows); float64: Eigen. All multithreaded with OpenMP; each product costs 2*N*M*D flops.
+// oneDNN's sgemm below (kMatmulDataRows); MNEMO_CPU_GEMM=onednn gives a build with MKL the choices
+// of one without (use_mkl); float64: Eigen. All multithreaded with OpenMP; each product costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
 #ifdef MNEMO_WITH_MKL
 #include <mkl_cblas.h>
@@ -15,8 +16,12 @@
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unordered_map>
+
+#include "ops/fully_connected.h"
 
 #include "ops/common.h"
 #include "ops/onednn.h"
@@ -53,15 +58,40 @@ std::vector<TensorType> infer_fc(const void*, std::span<const TensorType> in) {
   return {TensorType{x.dtype, {x.shape[0], w.shape[0]}}};
 }
 
+#ifdef MNEMO_WITH_MKL
+constexpr bool kWithMkl = true;
+#else
+constexpr bool kWithMkl = false;
+#endif
+
+// Whether the backward products take MKL where it was chosen for them: in a build with MKL, unless
+// MNEMO_CPU_GEMM=onednn asks for a build without MKL's choices (oneDNN's sgemm and matmul
+// primitive), so that one build can run the op's tests both ways (tests/CMakeLists.txt). Read once;
+// any other value is an error naming the variable (thrown again at each call, so never a silent default).
+bool use_mkl() {
+  static const bool mkl = [] {
+    const char* env = std::getenv("MNEMO_CPU_GEMM");
+    const std::string v = env ? env : "";
+    if (v.empty()) return kWithMkl;
+    MNEMO_CHECK(v == "mkl" || v == "onednn")
+        << "environment variable MNEMO_CPU_GEMM: expected mkl or onednn (the library of fully_connected's "
+           "backward products), got '" << v << "'";
+    MNEMO_CHECK(v == "onednn" || kWithMkl)
+        << "MNEMO_CPU_GEMM=mkl: this build has no MKL (scripts/build.sh installs it unless MNEMO_MKL=0)";
+    return v == "mkl";
+  }();
+  return mkl;
+}
+
 // Row-major C[M,N] = op(A) op(B): float32 through MKL's sgemm where `mkl` asks for it in a build
-// with MKL, else oneDNN's sgemm; float64 through Eigen. ta / tb: whether A / B are stored
-// transposed ([K,M] / [N,K]). beta: 0 overwrites C, 1 adds the product to it.
+// with MKL (and MNEMO_CPU_GEMM does not say onednn), else oneDNN's sgemm; float64 through Eigen.
+// ta / tb: whether A / B are stored transposed ([K,M] / [N,K]). beta: 0 overwrites C, 1 adds the product to it.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0),
           [[maybe_unused]] bool mkl = false) {
   if constexpr (std::is_same_v<T, float>) {
 #ifdef MNEMO_WITH_MKL
-    if (mkl) {
+    if (mkl && use_mkl()) {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                   ta ? M : K, B, tb ? K : N, beta, C, N);
       return;
@@ -96,11 +126,6 @@ struct FcMatmul {
   bool has_bias = false;
 };
 constexpr size_t kScratchAlign = kOnednnAlign;
-#ifdef MNEMO_WITH_MKL
-constexpr bool kWithMkl = true;
-#else
-constexpr bool kWithMkl = false;
-#endif
 dnnl::engine& engine() { return onednn_engine(); }
 
 // dst[n,k] = src[n,j] wei[j,k] (+ bias[k]) for row-major src [n,j] and dst [n,k], and wei given by
@@ -209,7 +234,7 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
 // without it there (scripts/build.sh with MNEMO_MKL=0).
 constexpr int64_t kMatmulDataRows = 64;
 Prepared prepare_grad_data(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
-  if (kWithMkl || in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
+  if (use_mkl() || in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
   const int64_t n = in[0].shape[0], m = in[0].shape[1], d = in[1].shape[1];
   return prepared(make_matmul(n, m, d, {d, 1}, false));  // w [M,D] as it is
 }
@@ -282,6 +307,9 @@ void grad_bias_cpu(const KernelContext& c) {
 }
 
 }  // namespace
+
+const char* cpu_gemm_library() { return use_mkl() ? "MKL" : "oneDNN"; }
+
 }  // namespace mnemo::ops
 
 MNEMO_REGISTER_OPS(fully_connected) {

@@ -29,6 +29,10 @@ expect() {
 cfg=$src/configs/mlp-graph.yaml
 expect version 0 '^mnemo [0-9]+\.[0-9]+\.[0-9]+' -- "$mnemo" --version
 expect ops 0 'conv2d +compute +- +in0,in1 -' -- "$mnemo" ops
+# MNEMO_CPU_GEMM (ops/fully_connected.cpp): a value other than mkl or onednn fails every command,
+# naming the variable; onednn is always allowed, and --version names the library in use.
+expect gemm-env-bad 1 "environment variable MNEMO_CPU_GEMM: expected mkl or onednn .*got 'eigen'" -- env MNEMO_CPU_GEMM=eigen "$mnemo" ops
+expect gemm-env-onednn 0 'CPU backward GEMMs: oneDNN' -- env MNEMO_CPU_GEMM=onednn "$mnemo" --version
 expect graph-dot 0 'digraph mnemo' -- "$mnemo" graph cnn --format dot
 expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
 expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"

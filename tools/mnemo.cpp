@@ -13,6 +13,7 @@
 #include "autograd/allreduce.h"
 #include "autograd/op_info.h"
 #include "core/error.h"
+#include "ops/fully_connected.h"
 #include "train/config/config.h"
 #include "train/config/files.h"
 #include "train/session/safetensors.h"
@@ -279,7 +280,15 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
-  app.set_version_flag("--version", std::string("mnemo ") + MNEMO_VERSION + " (CPU backward GEMMs: " + MNEMO_CPU_GEMM + ")");
+  app.set_version_flag("--version", []() -> std::string {
+    std::string gemm;
+    try {
+      gemm = mnemo::ops::cpu_gemm_library();
+    } catch (const mnemo::Error& e) {
+      gemm = e.what();
+    }
+    return std::string("mnemo ") + MNEMO_VERSION + " (CPU backward GEMMs: " + gemm + ")";
+  });
   app.require_subcommand(1);
   app.add_subcommand("ops", "list every registered op: kind, in-place options, forward entries its backward reads");
   auto* graph = app.add_subcommand("graph", "print a built-in model's graph as text, JSON or Graphviz DOT");
@@ -386,6 +395,7 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
+    (void)mnemo::ops::cpu_gemm_library();  // a bad MNEMO_CPU_GEMM fails every command at once, with its message
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("train")) rc = mnemo::run_train(topt);
     if (app.got_subcommand("grad")) rc = mnemo::run_grad(gopt);

@@ -56,9 +56,11 @@ TEST(FullyConnected, GradDataMatchesNaive) {  // dx[n,d] = sum_m dy[n,m] w[m,d]
   }
 }
 
-// float32 (oneDNN's matmul primitive for the forward and, from 64 batch rows on, for dy w; sgemm
-// for the rest) against the float64 results, on both sides of the 64-row switch; bitwise the same
-// on a second run.
+// float32 (oneDNN's matmul primitive for the forward; dy w from 64 batch rows on MKL's sgemm, or
+// oneDNN's matmul primitive without MKL or under MNEMO_CPU_GEMM=onednn, oneDNN's sgemm below;
+// dy^T x, plain and accumulating, MKL's or oneDNN's sgemm) against the float64 results, on both
+// sides of the 64-row switch; bitwise the same on a second run. ctest runs it again with
+// MNEMO_CPU_GEMM=onednn in a build with MKL (fully_connected_onednn_gemm).
 TEST(FullyConnected, Float32PassesMatchFloat64OnBothSidesOfTheMatmulSwitch) {
   for (const Sizes& s : {Sizes{32, 50, 60}, Sizes{63, 40, 70}, Sizes{64, 40, 70}, Sizes{128, 96, 130}}) {
     Tensor x = rand64({s.n, s.d}, 8), w = rand64({s.m, s.d}, 9), b = rand64({s.m}, 10), dy = rand64({s.n, s.m}, 11);
@@ -71,6 +73,13 @@ TEST(FullyConnected, Float32PassesMatchFloat64OnBothSidesOfTheMatmulSwitch) {
     EXPECT_TRUE(ey <= 1e-6) << "forward " << what << ": " << ey;  // (NaN fails)
     EXPECT_TRUE(ed <= 1e-6) << "dy w " << what << ": " << ed;
     EXPECT_TRUE(bitwise_equal(dx32[0], dx32b[0])) << what;
+    Tensor sum = rand64({s.m, s.d}, 12), sum32 = cast(sum, DType::f32);
+    auto dw = run("fully_connected_grad_weight", {&dy, &x}), dw32 = run("fully_connected_grad_weight", {&dy32, &x32});
+    auto aw = run("fully_connected_grad_weight", {&dy, &x, &sum});
+    auto aw32 = run("fully_connected_grad_weight", {&dy32, &x32, &sum32});
+    const double ew = norm_rel_diff(cast(dw32[0], DType::f64), dw[0]), ea = norm_rel_diff(cast(aw32[0], DType::f64), aw[0]);
+    EXPECT_TRUE(ew <= 1e-6) << "dy^T x " << what << ": " << ew;
+    EXPECT_TRUE(ea <= 1e-6) << "sum + dy^T x " << what << ": " << ea;
   }
 }
 
