@@ -3,7 +3,8 @@
 in alternating rounds.
 
     tools/budget_bench.py CONFIG [--points 8] [--modes share,sublinear,optimal] [--rounds 3]
-                          [--steps 10] [--warmup 2] [--threads 2] [--device cpu|cuda] [--mnemo build/mnemo]
+                          [--steps 10] [--warmup 2] [--threads 2] [--device cpu|cuda] [--at sublinear,...]
+                          [--mnemo build/mnemo]
 
 Plans `budget=SIZE` at --points budgets from share's total down to the least feasible one
 (`mnemo plan --memory budget=... --json`), keeps the distinct plans (same total and recompute
@@ -12,6 +13,8 @@ FLOPs: the same member of the family), then times each of them and each --modes 
 exact total, recompute share of the step's FLOPs, the median over rounds of its step time and of
 its ratio to the first mode's step time in the same round, and every round's step time.
 --device plans and runs every plan on that device (`mnemo --device`; default: the config's).
+--at adds a budget at each named mode's exact total (e.g. `--at sublinear`: the least recompute
+that fits in sublinear's memory, issue 13's step-time target), beside the evenly spaced ones.
 """
 import argparse
 import os
@@ -32,6 +35,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="", help="cpu, cuda or cuda:N (default: the config's)")
+    p.add_argument("--at", default="", help="comma-separated modes: also a budget at each one's exact total")
     p.add_argument("--mnemo", default=os.path.join(os.path.dirname(here), "build", "mnemo"))
     a = p.parse_args()
     if a.points < 2 or a.rounds < 1:
@@ -47,8 +51,13 @@ def main():
     share_total = plan("share")["total_bytes"]
     least = top["least_feasible_bytes"]
     plans = {}  # (total, recompute) -> (mode string, budget, report)
-    for k in range(a.points):
-        b = share_total - (share_total - least) * k // (a.points - 1)
+    budgets = [share_total - (share_total - least) * k // (a.points - 1) for k in range(a.points)]
+    for m in (m for m in a.at.split(",") if m):
+        t = plan(m)["total_bytes"]
+        if t < least:
+            sys.exit(f"budget_bench: --at {m}: its total {t} B is below the least feasible budget {least} B")
+        budgets.append(t)
+    for b in sorted(set(budgets), reverse=True):
         r = plan(f"budget={b}")
         key = (r["total_bytes"], r["recompute_flops"])
         if key not in plans:
