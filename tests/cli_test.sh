@@ -33,6 +33,12 @@ expect ops 0 'conv2d +compute +- +in0,in1 -' -- "$mnemo" ops
 # naming the variable; onednn is always allowed, and --version names the library in use.
 expect gemm-env-bad 1 "environment variable MNEMO_CPU_GEMM: expected mkl or onednn .*got 'eigen'" -- env MNEMO_CPU_GEMM=eigen "$mnemo" ops
 expect gemm-env-onednn 0 'CPU backward GEMMs: oneDNN' -- env MNEMO_CPU_GEMM=onednn "$mnemo" --version
+# mkl: accepted in a build with MKL; in one without (the sanitizer build, the GPU bundle) an error.
+if env -u MNEMO_CPU_GEMM "$mnemo" --version | grep -q 'GEMMs: MKL'; then
+  expect gemm-env-mkl 0 'CPU backward GEMMs: MKL' -- env MNEMO_CPU_GEMM=mkl "$mnemo" --version
+else
+  expect gemm-env-mkl-absent 1 'MNEMO_CPU_GEMM=mkl: this build has no MKL' -- env MNEMO_CPU_GEMM=mkl "$mnemo" ops
+fi
 expect graph-dot 0 'digraph mnemo' -- "$mnemo" graph cnn --format dot
 expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
 expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"

@@ -75,6 +75,7 @@ import sys
 import time
 
 MODELS = ("resnet56", "lstm", "resnet50", "lstm-paper", "densenet121", "inception_v3", "resnet152")
+RESNETS = ("resnet56", "resnet50", "resnet152")  # build_resnet's: --checkpoint sequential:K and block
 DEFAULT_BATCH = {"resnet56": 64, "lstm": 32, "resnet50": 64, "lstm-paper": 64, "densenet121": 8, "inception_v3": 8,
                  "resnet152": 16}
 
@@ -114,15 +115,15 @@ def parse_args(argv):
         p.error("--model: unknown model %s (choose from %s, or all)" % (", ".join(map(repr, bad)), ", ".join(MODELS)))
     if a.tf32 and a.device != "cuda":
         p.error("--tf32 needs --device cuda")
-    if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in ("resnet56", "resnet50", "resnet152") for m in a.models)):
+    if a.checkpoint_segments < 0 or (a.checkpoint_segments and any(m not in RESNETS for m in a.models)):
         p.error("--checkpoint-segments: a positive count, for resnet56, resnet50 or resnet152 only")
     if a.checkpoint_segments:
         if a.checkpoint != "none":
             p.error("--checkpoint-segments and --checkpoint: give one of them")
         a.checkpoint = "sequential:%d" % a.checkpoint_segments
     kind, _, count = a.checkpoint.partition(":")
-    resnets, lstms = ("resnet56", "resnet50", "resnet152"), ("lstm", "lstm-paper")
-    wants = {"none": (None, False), "sequential": (resnets, True), "block": (resnets, False), "segment": (lstms, True),
+    lstms = ("lstm", "lstm-paper")
+    wants = {"none": (None, False), "sequential": (RESNETS, True), "block": (RESNETS, False), "segment": (lstms, True),
              "efficient": (("densenet121",), False)}
     if kind not in wants:
         p.error("--checkpoint: expected none, sequential:K, block, segment:K or efficient, got %r" % a.checkpoint)

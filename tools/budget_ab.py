@@ -6,13 +6,14 @@ time per config and budget (one run each; for times, use tools/ab_bench.py --pla
 
 Without CONFIG=... arguments it plans the set of docs/BENCHMARKS.md "Fills repaired at their
 peak" (ResNet-56, ResNet-152, DenseNet-121, Inception-v3, both LSTMs). Prints a markdown table;
-a budget below the least feasible total prints `infeasible`. Run from the repository root.
+a budget below the least feasible total prints `infeasible`; any other failure stops it. Run from the repository root.
 Builds nothing.
 """
 import argparse
 import json
 import os
 import subprocess
+import sys
 
 DEFAULT = ["configs/resnet56-cifar.yaml=0.3x,0.4x,0.5x,0.6x,62662740",
            "configs/table2/resnet152.yaml=0.3x,0.4x,0.5x,0.6x",
@@ -23,10 +24,14 @@ DEFAULT = ["configs/resnet56-cifar.yaml=0.3x,0.4x,0.5x,0.6x,62662740",
 
 
 def plan(exe, cfg, budget, seconds):
-    p = subprocess.run([exe, "plan", cfg, "--memory", "budget=" + budget, "--placement-seconds", str(seconds), "--json"],
-                       capture_output=True, text=True)
+    """(recompute GFLOP, total bytes, planning seconds), or None when no plan fits the budget; any
+    other failure (a bad config, a crash) stops the comparison with mnemo's message."""
+    cmd = [exe, "plan", cfg, "--memory", "budget=" + budget, "--placement-seconds", str(seconds), "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
-        return None
+        if "no plan fits" in p.stderr:
+            return None
+        sys.exit(f"budget_ab: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
     d = json.loads(p.stdout)["modes"][0]
     return d["recompute_flops"] / 1e9, d["total_bytes"], d["planning_seconds"]
 

@@ -17,6 +17,7 @@ its ratio to the first mode's step time in the same round, and every round's ste
 that fits in sublinear's memory, issue 13's step-time target), beside the evenly spaced ones.
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -44,6 +45,7 @@ def main():
     if not modes:
         sys.exit("budget_bench: give at least one --modes mode (the first is the reference)")
 
+    @functools.lru_cache(maxsize=None)  # (--at and --modes may name one mode: planned once)
     def plan(mode):
         return mnemo_run.plan(a.mnemo, a.config, mode, "budget_bench", a.threads, a.device)
 
