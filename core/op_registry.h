@@ -31,7 +31,14 @@ struct EntryRef {
 struct Cost {
   double flops = 0;  // floating-point operations of one call
   double bytes = 0;  // bytes read + written by one call
+  // A roofline estimate of its time in FLOP-equivalents: the call is bound by its FLOPs or by its
+  // bytes at `balance` FLOPs per byte moved (the machine's FLOP rate over its memory bandwidth),
+  // whichever takes longer. balance 0: FLOPs alone.
+  double roofline(double balance) const { return flops > balance * bytes ? flops : balance * bytes; }
 };
+// The machine balance the planners' cost estimates assume by default (FLOPs per byte; measured on
+// the CPU and the GPUs mnemo runs on: docs/MEMORY.md "Recompute cost").
+inline constexpr double kDefaultBalance = 10.0;
 
 // What a kernel sees: views of its inputs and outputs (outputs first in the kernel helpers'
 // signatures), its parsed params and its planned workspace. Outputs are uninitialised memory that

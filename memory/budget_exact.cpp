@@ -20,7 +20,7 @@ namespace {
 // declared a programme with a zero-cost solution infeasible).
 constexpr double kUnitsPerLimit = 4096;
 double byte_unit(int64_t arena_limit) { return std::max(1.0, static_cast<double>(arena_limit) / kUnitsPerLimit); }
-// Recompute FLOPs likewise in units of 1/10000 of the forward pass's FLOPs (in GFLOP, a small
+// Recompute costs likewise in units of 1/10000 of the forward pass's cost (in GFLOP, a small
 // net's costs are ~1e-8, below CBC's tolerances, and it returned plans 7x the optimum as optimal).
 constexpr double kUnitsPerForward = 1e4;
 
@@ -31,8 +31,8 @@ struct Model {
   int mirrorable = 0;                      // forward nodes [0, mirrorable) may be dropped
   std::vector<int> nodes;                  // forward compute nodes (the k_v, r_v columns)
   std::vector<int> col;                    // forward node -> index in `nodes`, -1
-  std::vector<double> cost;                // per node, in units of flop_unit FLOPs
-  double flop_unit = 1;
+  std::vector<double> cost;                // per node (Cost::roofline), in units of cost_unit
+  double cost_unit = 1;
   std::vector<std::vector<int>> consumers; // compute node -> compute nodes reading it (indices)
   struct Read {                            // an output of a compute node backward reads
     int node;                              // index in `nodes`
@@ -53,7 +53,7 @@ struct Model {
   std::vector<double> fwd_const, bwd_const;  // MiB in flight at each gap, the same in every plan
 };
 
-Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, const Device* device) {
+Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, const Device* device, double balance) {
   Model md;
   const Graph& g = tg.graph;
   // The training graph's forward part: the forward graph and what the gradient pass appended to
@@ -67,12 +67,12 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
     if (fwd.node(v).is(OpKind::compute)) {
       md.col[v] = static_cast<int>(md.nodes.size());
       md.nodes.push_back(v);
-      md.cost.push_back(node_cost(fwd, v).flops);
+      md.cost.push_back(node_cost(fwd, v).roofline(balance));
     }
-  double forward_flops = 0;
-  for (double c : md.cost) forward_flops += c;
-  md.flop_unit = std::max(1.0, forward_flops / kUnitsPerForward);
-  for (double& c : md.cost) c /= md.flop_unit;
+  double forward_cost = 0;
+  for (double c : md.cost) forward_cost += c;
+  md.cost_unit = std::max(1.0, forward_cost / kUnitsPerForward);
+  for (double& c : md.cost) c /= md.cost_unit;
   const size_t n = md.nodes.size();
   md.consumers.resize(n);
   auto mib = [unit](int64_t bytes) { return static_cast<double>(align_up(bytes)) / unit; };
@@ -376,14 +376,14 @@ Gaps starting_gaps(const Model& md, int max_gaps) {
   return gaps;
 }
 
-// The LP relaxation's bound (FLOPs, proven) with its cutting rounds: solve, model the gaps the
+// The LP relaxation's bound (cost, proven) with its cutting rounds: solve, model the gaps the
 // solution overfills (the most overfilled first, lp_gaps_per_round a round) and solve again. Rounds
 // by time (`lp_round_seconds`): the next LP is larger, so a round starts only when twice the last
 // solve's time still fits; else by size: while the LP has at most lp_round_columns columns (the same
 // rounds on every machine). `gaps` ends as the gaps of the last LP solved. `best`: the incumbent
 // (units, kInf: none): the bound never exceeds it, and reaching it ends the rounds (it is optimal).
 struct LpBound {
-  double bound_flops = 0;
+  double bound_cost = 0;
   std::string status;
   int solves = 0, columns = 0, rows = 0;
 };
@@ -411,11 +411,11 @@ LpBound lp_bound(const Model& md, double limit, Gaps& gaps, double best, const E
     const double solve_seconds = elapsed() - solve_start;
     ++out.solves;
     if (s.infeasible) {  // nothing fits: the incumbent (if any) is optimal
-      out.bound_flops = std::isfinite(best) ? best * md.flop_unit : kInf;
+      out.bound_cost = std::isfinite(best) ? best * md.cost_unit : kInf;
       out.status = std::isfinite(best) ? "optimal" : "infeasible";
       return out;
     }
-    out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
+    out.bound_cost = std::max(out.bound_cost, std::min(s.bound, best) * md.cost_unit);
     out.status = s.optimal ? "lp" : "lp (time limit)";
     by_time = o.lp_round_seconds > 0 && elapsed() + 2 * solve_seconds <= o.lp_round_seconds;
     // (By size: the next LP has more columns than this one, so none when this one is over.)
@@ -465,17 +465,17 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   const double unit = byte_unit(o.arena_limit);
-  const Model md = build_model(forward, keep_all, unit, o.device);
+  const Model md = build_model(forward, keep_all, unit, o.device, o.balance);
   const double limit = static_cast<double>(o.arena_limit) / unit;
-  double best = o.incumbent_flops >= 0 ? o.incumbent_flops / md.flop_unit : kInf;
+  double best = o.incumbent_cost >= 0 ? o.incumbent_cost / md.cost_unit : kInf;
   ExactBudget out;
-  out.bound_flops = 0;
+  out.bound_cost = 0;
   Gaps gaps = starting_gaps(md, o.max_gaps);
   if (!o.integer) {  // budget's fast solver: the LP's bound with its rounds
     const LpBound lp = lp_bound(md, limit, gaps, best, o, elapsed);
-    out.bound_flops = lp.bound_flops, out.status = lp.status, out.solves = lp.solves;
+    out.bound_cost = lp.bound_cost, out.status = lp.status, out.solves = lp.solves;
     out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
-    out.proven = std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9);
+    out.proven = std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9);
     out.seconds = elapsed();
     return out;
   }
@@ -486,7 +486,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     const LpBound lp = lp_bound(md, limit, lp_gaps, best, o, elapsed);
     gaps.fwd.insert(lp_gaps.fwd.begin(), lp_gaps.fwd.end());
     gaps.bwd.insert(lp_gaps.bwd.begin(), lp_gaps.bwd.end());
-    out.bound_flops = lp.bound_flops;
+    out.bound_cost = lp.bound_cost;
     out.solves = lp.solves;
   }
   std::vector<std::vector<signed char>> cuts;
@@ -499,7 +499,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double per_solve = std::max(1.0, o.seconds / 4);  // seconds one solve may take
   bool honest = true;
   for (;;) {
-    if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.flop_unit, out.bound_flops);
+    if (o.progress && out.solves > 0) o.progress(out.solves, elapsed(), best * md.cost_unit, out.bound_cost);
     const double left = o.seconds - elapsed();
     if (left <= 0) {
       out.status = "time limit";
@@ -517,11 +517,11 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     if (honest) {
       if (s.infeasible) {
         // Nothing below the incumbent: it is optimal (or, without one, nothing fits).
-        out.bound_flops = std::isfinite(best) ? best * md.flop_unit : kInf;
+        out.bound_cost = std::isfinite(best) ? best * md.cost_unit : kInf;
         out.status = std::isfinite(best) ? "optimal" : "infeasible";
         break;
       }
-      out.bound_flops = std::max(out.bound_flops, std::min(s.bound, best) * md.flop_unit);
+      out.bound_cost = std::max(out.bound_cost, std::min(s.bound, best) * md.cost_unit);
     }
     if (!s.solution) {
       if (honest) {
@@ -545,9 +545,9 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     m = views_follow(forward, std::move(m));
     const BudgetCheck chk = check(m);
     if (chk.fits) {
-      if (chk.recompute_flops / md.flop_unit < best) {
-        best = chk.recompute_flops / md.flop_unit;
-        out.plan = m, out.plan_flops = chk.recompute_flops;
+      if (chk.recompute_cost / md.cost_unit < best) {
+        best = chk.recompute_cost / md.cost_unit;
+        out.plan = m, out.plan_cost = chk.recompute_cost;
       }
       if (honest && s.optimal) {  // the programme's optimum (within CBC's relative gap) fits
         out.status = "optimal";
@@ -583,15 +583,15 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     tighten += std::max(1.0, static_cast<double>(chk.excess_bytes) / unit);
     honest = !honest;
   }
-  if (std::isfinite(best) && out.bound_flops >= best * md.flop_unit * (1 - 1e-9)) out.proven = true;
+  if (std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9)) out.proven = true;
   out.seconds = elapsed();
   return out;
 }
 
 std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& keep_all, int64_t arena_limit, const MirrorPlan& m,
-                                     double* flops) {
+                                     double* cost, double balance) {
   const double unit = byte_unit(arena_limit);
-  const Model md = build_model(forward, keep_all, unit, nullptr);
+  const Model md = build_model(forward, keep_all, unit, nullptr, balance);
   const double limit = static_cast<double>(arena_limit) / unit;
   std::vector<int> fg, bg;
   for (int t = 0; t < md.F; ++t) fg.push_back(t);
@@ -605,7 +605,7 @@ std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& 
     }
     const Solved sv = run_milp(bt.lp, 10, kInf, kRelativeGap);
     if (!sv.infeasible && !sv.optimal) throw Error("budget_programme_rejects: CBC reached no verdict in 10 s");
-    if (flops && !sv.infeasible) *flops = sv.objective * md.flop_unit;
+    if (cost && !sv.infeasible) *cost = sv.objective * md.cost_unit;
     return !sv.infeasible;
   };
   if (feasible(fg, bg)) return "";

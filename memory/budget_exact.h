@@ -7,13 +7,14 @@
 // the gradient pass's: all of forward, then backward in one fixed order of its own nodes, each
 // recomputed node produced right before the first backward node that needs it.
 //
-// The programme is a relaxation of "the least recompute FLOPs whose arena fits": every 0/1 plan
-// whose exact arena fits is feasible in it, at no more than its recompute FLOPs, so the optimum of
+// The programme is a relaxation of "the least recompute cost whose arena fits" (each node's
+// Cost::roofline at the options' balance; "cost" below): every 0/1 plan
+// whose exact arena fits is feasible in it, at no more than its recompute cost, so the optimum of
 // any solve (or CBC's best possible value at a time limit, or the LP relaxation's optimum) is a
 // lower bound (tested: BudgetExact.AdmitsEveryPlanAtItsOwnArena admits each of 3520 enumerated
 // plans at its own arena, and the bound never exceeds the least recompute of an enumerated plan
-// that fits). Bytes and FLOPs are scaled to the limit and to the forward pass (byte_unit,
-// flop_unit): in MiB and GFLOP a small net's rows fell below CBC's tolerances and it reported
+// that fits). Bytes and costs are scaled to the limit and to the forward pass (byte_unit,
+// cost_unit): in MiB and GFLOP a small net's rows fell below CBC's tolerances and it reported
 // wrong optima. Variables, per compute node v: k_v = 1 when v's own forward result is read after
 // the forward pass (kept); r_v = 1 when v is recomputed; C_{v,g} = 1 when v's recomputed copy
 // exists before gap g (backward node g's step). Rows:
@@ -49,15 +50,15 @@ namespace mnemo {
 struct BudgetCheck {
   bool fits = false;
   int64_t excess_bytes = 0;  // total above the limit (when it does not fit)
-  double recompute_flops = 0;
+  double recompute_cost = 0;
   int peak_gap = -1;
   std::vector<int> recomputed;  // the forward nodes its training graph recomputes
 };
 
 struct ExactBudget {
   MirrorPlan plan;            // the best plan the solver found that fits (empty: none)
-  double plan_flops = -1;     // its recompute FLOPs
-  double bound_flops = 0;     // proven: no plan of this space whose arena fits recomputes less
+  double plan_cost = -1;     // its recompute cost
+  double bound_cost = 0;     // proven: no plan of this space whose arena fits recomputes less
   bool proven = false;        // the bound is met by the incumbent or `plan` (gap 0)
   std::string status;         // optimal | time limit | lp | no-incumbent ...
   int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
@@ -66,7 +67,7 @@ struct ExactBudget {
 
 struct ExactBudgetOptions {
   int64_t arena_limit = 0;        // the arena may not exceed this (bytes)
-  double incumbent_flops = -1;    // the best known plan that fits (>= 0): the solver seeks less
+  double incumbent_cost = -1;    // the best known plan that fits (>= 0): the solver seeks less
   double seconds = 10;            // time limit of the whole loop
   bool integer = true;            // false: the LP relaxation only (a bound, no plan: budget's fast solver)
   int max_gaps = 16;              // gaps modelled at the start (more are added where plans peak)
@@ -83,8 +84,9 @@ struct ExactBudgetOptions {
   // the programme starts with the gaps they modelled; the bound is the larger of theirs.
   int lp_max_gaps = 0;
   const Device* device = nullptr; // whose op workspaces the plans have (null: the CPU)
+  double balance = kDefaultBalance;  // the nodes' costs: Cost::roofline at this many FLOPs per byte
   // Called after every solve: solves so far, seconds, the least recompute of a plan found to fit
-  // (FLOPs, the incumbent's at first) and the bound (progress output on long solves).
+  // (cost, the incumbent's at first) and the bound (progress output on long solves).
   std::function<void(int, double, double, double)> progress;
 };
 
@@ -99,10 +101,10 @@ int budget_peak_gap(const TrainingGraph& tg, const Liveness& liveness);
 
 // Empty when the programme, every gap modelled at `arena_limit`, admits the 0/1 plan `m` (its k
 // fixed to m's kept nodes); else which rows reject it. A plan whose exact arena fits must be
-// admitted, at no more than its recompute FLOPs (`flops`: the programme's least cost of `m`): the
-// tests check the programme is a relaxation with it.
+// admitted, at no more than its recompute cost (`cost`: the programme's least cost of `m` at
+// `balance`): the tests check the programme is a relaxation with it.
 std::string budget_programme_rejects(const Graph& forward, const TrainingGraph& keep_all, int64_t arena_limit, const MirrorPlan& m,
-                                     double* flops = nullptr);
+                                     double* cost = nullptr, double balance = kDefaultBalance);
 
 // The mirror plan of a 0/1 choice per compute node (views follow the node they alias).
 MirrorPlan views_follow(const Graph& forward, MirrorPlan m);

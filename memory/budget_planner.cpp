@@ -102,8 +102,8 @@ std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::v
     bool beaten = false;
     for (size_t j : among) {
       const MemoryReport &a = reps[i], &b = reps[j];
-      beaten = beaten || (j != i && b.max_live_bytes <= a.max_live_bytes && b.recompute_flops <= a.recompute_flops &&
-                          (b.max_live_bytes < a.max_live_bytes || b.recompute_flops < a.recompute_flops || j < i));
+      beaten = beaten || (j != i && b.max_live_bytes <= a.max_live_bytes && b.recompute_cost <= a.recompute_cost &&
+                          (b.max_live_bytes < a.max_live_bytes || b.recompute_cost < a.recompute_cost || j < i));
     }
     if (!beaten) out.push_back(i);
   }
@@ -112,7 +112,7 @@ std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::v
 
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
 // bytes at each step of its schedule, and its dropped nodes a fill may keep back, the most
-// recompute FLOPs per byte first. Prepared once and filled up to several levels.
+// recompute cost per byte first. Prepared once and filled up to several levels.
 struct FillStart {
   struct Candidate {
     int node;
@@ -154,7 +154,7 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
     if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
     double bytes = 0;
     for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
-    order.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
+    order.push_back({-node_cost(fwd, static_cast<int>(v)).roofline(ctx.mode.balance) / std::max(1.0, bytes), static_cast<int>(v)});
   }
   std::sort(order.begin(), order.end());
   for (const auto& [key, v] : order) {
@@ -208,7 +208,7 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int6
     if (r.planned.report.max_live_bytes <= cap) return Fill{std::move(m), r.planned.report, repair > 0};
     if (repair == kFillRepairs) break;
     // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
-    // go from the last kept (the fewest FLOPs per byte) back until their bytes cover the overshoot.
+    // go from the last kept (the least cost per byte) back until their bytes cover the overshoot.
     const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
     const int peak = placing::heaviest_step(live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size())));
     int64_t over = r.planned.report.max_live_bytes - cap;
@@ -237,7 +237,7 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int6
 
 }  // namespace
 
-double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit) {
+double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit, double balance) {
   // Forward values the backward pass reads: per forward compute node, the bytes of its outputs
   // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
   // whose memory it aliases). Whatever the mirror plan, a kept one of these is live when the
@@ -263,7 +263,7 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     }
   }
   struct Item {
-    double flops, bytes;
+    double cost, bytes;
   };
   std::vector<Item> items;
   double saved = 0;
@@ -273,19 +273,19 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     for (size_t j = 0; j < n.outputs.size(); ++j)
       if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
-    items.push_back({node_cost(fwd, static_cast<int>(v)).flops, bytes});
+    items.push_back({node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes});
     saved += bytes;
   }
   // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
-  // allowed (the LP relaxation of that covering knapsack: cheapest FLOPs per byte first).
+  // allowed (the LP relaxation of that covering knapsack: cheapest cost per byte first).
   double need = saved - static_cast<double>(arena_limit);
   if (need <= 0) return 0;
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.flops * b.bytes < b.flops * a.bytes; });
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost * b.bytes < b.cost * a.bytes; });
   double bound = 0;
   for (const Item& it : items) {
     if (need <= 0) break;
     const double take = std::min(1.0, need / it.bytes);
-    bound += take * it.flops;
+    bound += take * it.cost;
     need -= take * it.bytes;
   }
   return bound;
@@ -355,7 +355,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     }
   }
   // Each member is first built and its liveness analysed, not packed (prune_above 0): its
-  // recompute FLOPs and live bytes (a lower bound of its arena). Only the members the choice
+  // recompute cost and live bytes (a lower bound of its arena). Only the members the choice
   // needs are then packed: the choice is the same as packing every member, so it is still a
   // function of the fixed family (monotone), at a fraction of the cost.
   // Packed members (member -> its full result).
@@ -398,7 +398,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   const int64_t beside = keep_all.total_bytes - keep_all.arena_bytes;  // the same for every member
   const int64_t arena_limit = limit - beside;
   // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
-  // both live bytes and recompute, the dropped nodes kept back, the most recompute FLOPs per
+  // both live bytes and recompute, the dropped nodes kept back, the most recompute cost per
   // byte first; points along each path at fractions 2^(-k/2) of the dropped nodes, k = 1..7
   // (8.8% .. 70.7%). They depend on the graph only, so the family is still fixed.
   {
@@ -418,7 +418,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         if (!base[v] || !node.is(OpKind::compute)) continue;
         double bytes = 0;
         for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
-        dropped.push_back({-node_cost(fwd, static_cast<int>(v)).flops / std::max(1.0, bytes), static_cast<int>(v)});
+        dropped.push_back({-node_cost(fwd, static_cast<int>(v)).roofline(ctx.mode.balance) / std::max(1.0, bytes), static_cast<int>(v)});
       }
       std::sort(dropped.begin(), dropped.end());
       for (int k = kKeepBackPoints; k >= 1; --k) {
@@ -454,27 +454,27 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     }
   };
   auto total_of = [&](size_t i) { return packed.at(i).planned.report.total_bytes; };
-  // The least recompute FLOPs that fits among the members so far; ties: the smaller total, then
+  // The least recompute cost that fits among the members so far; ties: the smaller total, then
   // the earlier member. Members whose live bytes exceed the arena limit cannot fit; the others
   // are packed by recompute until one fits (and those with its recompute, for the tie).
   auto choose = [&]() {
-    std::vector<size_t> by_flops;
+    std::vector<size_t> by_cost;
     for (size_t i = 0; i < plans.size(); ++i)
-      if (reps[i].max_live_bytes <= arena_limit) by_flops.push_back(i);
-    std::stable_sort(by_flops.begin(), by_flops.end(), [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+      if (reps[i].max_live_bytes <= arena_limit) by_cost.push_back(i);
+    std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t a, size_t b) { return reps[a].recompute_cost < reps[b].recompute_cost; });
     std::optional<size_t> chosen;
     auto better = [&](size_t i) {
       const MemoryReport& r = packed.at(i).planned.report;
       if (r.total_bytes > limit) return false;
       if (!chosen) return true;
       const MemoryReport& c = packed.at(*chosen).planned.report;
-      return r.recompute_flops < c.recompute_flops || (r.recompute_flops == c.recompute_flops && r.total_bytes < c.total_bytes) ||
-             (r.recompute_flops == c.recompute_flops && r.total_bytes == c.total_bytes && i < *chosen);
+      return r.recompute_cost < c.recompute_cost || (r.recompute_cost == c.recompute_cost && r.total_bytes < c.total_bytes) ||
+             (r.recompute_cost == c.recompute_cost && r.total_bytes == c.total_bytes && i < *chosen);
     };
-    pack_in_order(by_flops, [&](size_t i) {
+    pack_in_order(by_cost, [&](size_t i) {
       for (const auto& [j, r] : packed)
         if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
-      return !chosen || reps[i].recompute_flops <= packed.at(*chosen).planned.report.recompute_flops;
+      return !chosen || reps[i].recompute_cost <= packed.at(*chosen).planned.report.recompute_cost;
     });
     for (const auto& [j, r] : packed)
       if (reps[j].max_live_bytes <= arena_limit && better(j)) chosen = j;
@@ -512,7 +512,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::vector<size_t> all(reps.size());
     std::iota(all.begin(), all.end(), size_t{0});
     for (size_t i : unbeaten(reps, all))
-      if (reps[i].recompute_flops > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
+      if (reps[i].recompute_cost > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
     std::sort(levels.begin(), levels.end());
     levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
     const auto top = std::lower_bound(levels.begin(), levels.end(), arena_limit);
@@ -520,7 +520,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::vector<size_t> by_recompute(plans.size());
     std::iota(by_recompute.begin(), by_recompute.end(), size_t{0});
     std::stable_sort(by_recompute.begin(), by_recompute.end(),
-                     [&](size_t a, size_t b) { return reps[a].recompute_flops < reps[b].recompute_flops; });
+                     [&](size_t a, size_t b) { return reps[a].recompute_cost < reps[b].recompute_cost; });
     // Starts: (member, with its cheap nodes dropped) -> index, prepared when a level first needs
     // them; jobs per level: (start, level, the level kFillLevelsAbove + 1 below it, or lo).
     std::map<std::pair<size_t, bool>, size_t> start_of;
@@ -547,7 +547,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::vector<std::optional<FillStart>> starts(start_keys.size());
     const TrainingGraph& keep_training = packed.at(0).training;
     for (size_t l = levels.size(); l-- > 0;) {
-      if (chosen && !mode.budget_fill_every_level && budget_lower_bound(fwd, keep_training, levels[l]) > reps[*chosen].recompute_flops * (1 + 1e-9)) {
+      if (chosen && !mode.budget_fill_every_level && budget_lower_bound(fwd, keep_training, levels[l], mode.balance) > reps[*chosen].recompute_cost * (1 + 1e-9)) {
         skipped_levels = static_cast<int>(l) + 1;
         break;
       }
@@ -609,7 +609,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   MNEMO_ASSERT(chosen) << "budget: the least total fits, so some member does";
   for (size_t i = 0; i < plans.size(); ++i) {
     SearchStep& st = log[i];
-    st.max_live_bytes = reps[i].max_live_bytes, st.recompute_flops = reps[i].recompute_flops;
+    st.max_live_bytes = reps[i].max_live_bytes, st.recompute_flops = reps[i].recompute_flops, st.recompute_cost = reps[i].recompute_cost;
     const auto it = packed.find(i);
     st.pruned = it == packed.end();
     st.too_big = reps[i].max_live_bytes > arena_limit;  // (known without packing)
@@ -619,7 +619,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
   }
   const MirrorResult& keep_result = packed.at(0);
-  double bound = budget_lower_bound(fwd, keep_result.training, arena_limit);
+  double bound = budget_lower_bound(fwd, keep_result.training, arena_limit, mode.balance);
   auto zero_one = [](const MirrorPlan& m) { return std::all_of(m.begin(), m.end(), [](int k) { return k <= 1; }); };
   const bool chosen_01 = zero_one(plans[*chosen]);
   // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
@@ -635,9 +635,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     ExactBudgetOptions eo;
     eo.arena_limit = arena_limit;
     eo.device = device;
+    eo.balance = mode.balance;
     // (The programme's plans are 0/1; a recursive member recomputes some nodes more than
     // once, so it is not an incumbent of the programme: the programme then seeks any plan.)
-    eo.incumbent_flops = chosen_01 ? packed.at(*chosen).planned.report.recompute_flops : -1;
+    eo.incumbent_cost = chosen_01 ? packed.at(*chosen).planned.report.recompute_cost : -1;
     eo.integer = exact;
     // (CBC does not stop an LP at its time limit: `:fast=SECONDS` bounds the rounds, not a solve.)
     eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds + std::max(0.0, mode.budget_bound_seconds);
@@ -653,31 +654,32 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       eo.lp_round_columns = kBudgetLpRoundColumns;
     }
     if (exact)
-      eo.progress = [next = 1.0](int solves, double seconds, double best_flops, double bound_flops) mutable {
+      eo.progress = [next = 1.0](int solves, double seconds, double best_cost, double bound_cost) mutable {
         if (seconds < next) return;  // from 1 s on, at most one line a second
         next = seconds + 1;
-        std::fprintf(stderr, "mnemo: budget exact: %d solves, %.1f s: least recompute that fits %.4g GFLOP, bound %.4g GFLOP\n",
-                     solves, seconds, best_flops / 1e9, bound_flops / 1e9);
+        std::fprintf(stderr, "mnemo: budget exact: %d solves, %.1f s: least recompute cost that fits %.4g G, bound %.4g G\n",
+                     solves, seconds, best_cost / 1e9, bound_cost / 1e9);
       };
     auto check = [&](const MirrorPlan& m) {
       MirrorResult r = evaluate(apply(m));
       BudgetCheck c;
       c.fits = r.planned.report.total_bytes <= limit;
       c.excess_bytes = std::max<int64_t>(0, r.planned.report.total_bytes - limit);
-      c.recompute_flops = r.planned.report.recompute_flops;
+      c.recompute_cost = r.planned.report.recompute_cost;
       c.peak_gap = budget_peak_gap(r.training, analyze_liveness(r.training.graph, mode.alloc != AllocMode::none, r.planned.plan.kernels));
       for (size_t id = r.training.num_forward; id < r.training.graph.size(); ++id)
         if (const Node& n = r.training.graph.node(static_cast<int>(id)); n.role == NodeRole::recompute) c.recomputed.push_back(n.source);
-      if (c.fits && (!found || c.recompute_flops < found->planned.report.recompute_flops)) found = std::move(r);
+      if (c.fits && (!found || c.recompute_cost < found->planned.report.recompute_cost)) found = std::move(r);
       return c;
     };
     eb = solve_budget_exact(fwd, keep_result.training, eo, check);
   }
-  if (found && found->planned.report.recompute_flops < packed.at(*chosen).planned.report.recompute_flops) {
+  if (found && found->planned.report.recompute_cost < packed.at(*chosen).planned.report.recompute_cost) {
     const MemoryReport& rep = found->planned.report;
     SearchStep st;
     st.origin = "exact", st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes;
-    st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops, st.total_bytes = rep.total_bytes;
+    st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops, st.recompute_cost = rep.recompute_cost;
+    st.total_bytes = rep.total_bytes;
     st.fits = true, st.chosen = true;
     log.push_back(st);
     best = std::move(*found);
@@ -688,15 +690,15 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.search = std::move(log);
   // The programme's bound covers 0/1 plans; the knapsack bound every plan. With a recursive
   // plan chosen, only the latter is a bound on what was chosen among.
-  best.bound_over_01 = zero_one(best.mirror) && std::isfinite(eb.bound_flops) && eb.bound_flops > bound;
-  if (best.bound_over_01) bound = eb.bound_flops;
+  best.bound_over_01 = zero_one(best.mirror) && std::isfinite(eb.bound_cost) && eb.bound_cost > bound;
+  if (best.bound_over_01) bound = eb.bound_cost;
   // A bound above a plan that fits is a bug in the programme (it admits every plan at no more
-  // than its FLOPs, `BudgetExact.AdmitsEveryPlanAtItsOwnArena`): said, not hidden by the cap.
-  if (bound > best.planned.report.recompute_flops * (1 + 1e-6) + 1e3)
-    std::fprintf(stderr, "mnemo: budget: warning: the proven bound %.6g FLOP is above the plan chosen (%.6g FLOP), which fits: a bug in the bound\n",
-                 bound, best.planned.report.recompute_flops);
-  best.proven_bound_flops = bound;
-  best.lower_bound_flops = std::min(bound, best.planned.report.recompute_flops);
+  // than its cost, `BudgetExact.AdmitsEveryPlanAtItsOwnArena`): said, not hidden by the cap.
+  if (bound > best.planned.report.recompute_cost * (1 + 1e-6) + 1e3)
+    std::fprintf(stderr, "mnemo: budget: warning: the proven bound %.6g is above the recompute cost of the plan chosen (%.6g), which fits: a bug in the bound\n",
+                 bound, best.planned.report.recompute_cost);
+  best.proven_bound_cost = bound;
+  best.lower_bound_cost = std::min(bound, best.planned.report.recompute_cost);
   best.budget_bytes = limit;
   best.least_feasible = least;
   best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels, best.fill_repairs = fill_repairs;

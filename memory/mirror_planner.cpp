@@ -33,7 +33,8 @@ void parse_budget(const std::string& name, MemoryMode& m) {
   auto fail = [&]() {
     MNEMO_FAIL() << "memory mode '" << name
                  << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
-                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS";
+                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS and by :balance=B "
+                    "(FLOPs per byte, >= 0)";
   };
   // A number at the start of `t` (its length in *pos), or the error above.
   auto number = [&](const std::string& t, size_t* pos) {
@@ -51,19 +52,30 @@ void parse_budget(const std::string& name, MemoryMode& m) {
     if (pos != t.size() || !std::isfinite(v) || v < 0 || v > 86400) fail();
     return v;
   };
-  if (const size_t colon = text.find(':'); colon != std::string::npos) {
-    const std::string solver = text.substr(colon + 1);
+  bool solver_given = false, balance_given = false;
+  for (size_t colon; (colon = text.rfind(':')) != std::string::npos;) {
+    const std::string option = text.substr(colon + 1);
     text.resize(colon);
-    if (solver == "fast") {
+    if (option.rfind("balance=", 0) == 0) {
+      if (balance_given) fail();
+      balance_given = true;
+      size_t pos = 0;
+      m.balance = number(option.substr(8), &pos);
+      if (pos != option.size() - 8 || !std::isfinite(m.balance) || m.balance < 0 || m.balance > 1e6) fail();
+      continue;
+    }
+    if (solver_given) fail();
+    solver_given = true;
+    if (option == "fast") {
       m.budget_solver = MemoryMode::Solver::fast;
-    } else if (solver == "exact") {
+    } else if (option == "exact") {
       m.budget_solver = MemoryMode::Solver::exact;
-    } else if (solver.rfind("fast=", 0) == 0) {
+    } else if (option.rfind("fast=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::fast;
-      m.budget_bound_seconds = seconds(solver.substr(5));
-    } else if (solver.rfind("exact=", 0) == 0) {
+      m.budget_bound_seconds = seconds(option.substr(5));
+    } else if (option.rfind("exact=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::exact;
-      m.budget_seconds = seconds(solver.substr(6));
+      m.budget_seconds = seconds(option.substr(6));
       if (m.budget_seconds <= 0) fail();
     } else {
       fail();
@@ -288,7 +300,7 @@ MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, 
     kernels = prepare_kernels(r.training.graph, device);
     r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
   }
-  r.planned = plan_training_step(r.training, mode.alloc, device, prune_above, std::move(kernels));
+  r.planned = plan_training_step(r.training, mode.alloc, device, prune_above, std::move(kernels), -1, mode.balance);
   return r;
 }
 
@@ -458,7 +470,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
   ctx.finish_order(best);
   if (mode.alloc == AllocMode::share && mode.placement_seconds > 0 && best.planned.report.arena_bytes > best.planned.report.max_live_bytes) {
     // The plan chosen, placed exactly (its candidates were compared by their best-fit packings).
-    best.planned = plan_training_step(best.training, mode.alloc, device, -1, std::move(best.planned.plan.kernels), mode.placement_seconds);
+    best.planned = plan_training_step(best.training, mode.alloc, device, -1, std::move(best.planned.plan.kernels), mode.placement_seconds,
+                                      mode.balance);
   }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;

@@ -11,7 +11,8 @@
 //                 (memory/optimal_checkpoints.h), m in {0, 1}; the optimum and its near-optimal
 //                 candidates, each also refined with several-entry segments, keeping everything
 //                 and sublinear's cut plans are scored by their exact plans; the least arena wins
-//   budget=SIZE   the least recompute FLOPs whose exact total_bytes <= SIZE among a fixed family
+//   budget=SIZE   the least recompute cost (FLOPs or bytes moved, whichever bounds each recomputed
+//                 op: Cost::roofline) whose exact total_bytes <= SIZE among a fixed family
 //                 of plans (keep-all, drop-bn-relu, sublinear's budgets, recursive depths, the
 //                 papers' max-term solutions and their refinements), each planned exactly; the
 //                 family does not depend on SIZE, so a smaller SIZE never gets less recompute or
@@ -54,6 +55,9 @@ struct MemoryMode {
   // budget, fast: how long the LP bound's cutting rounds may run (`:fast=SECONDS`, 0: none); < 0:
   // the default rounds (while the LP stays small)
   double budget_bound_seconds = -1;
+  // budget: the recompute cost minimised is each recomputed node's Cost::roofline at this many
+  // FLOPs per byte (`:balance=B`; 0: its FLOPs alone); every mode's report uses it
+  double balance = kDefaultBalance;
   // budget: fill every live-bytes level, also those whose bound shows they cannot give the choice
   // (the same choice, more work; for tests)
   bool budget_fill_every_level = false;
@@ -66,8 +70,9 @@ struct MemoryMode {
 };
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
-// GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by
-// :fast, :fast=SECONDS (the LP bound's rounds), :exact or :exact=SECONDS (the solver and its time limit)
+// GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by one
+// of :fast, :fast=SECONDS (the LP bound's rounds), :exact or :exact=SECONDS (the solver and its
+// time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
 MemoryMode parse_memory_mode(const std::string& name);
 // The names above without budget=SIZE (it needs a size), recursive with automatic depth.
 std::vector<std::string> all_memory_modes();
@@ -90,7 +95,7 @@ struct SearchStep {
   bool too_big = false;          // budget: its live bytes alone exceed the arena limit (else, if pruned, it was not needed)
   int64_t max_live_bytes = 0;    // the live-bytes lower bound of its arena
   int64_t feature_map_bytes = 0, workspace_bytes = 0, arena_bytes = 0;
-  double recompute_flops = 0;
+  double recompute_flops = 0, recompute_cost = 0;
   bool chosen = false;
 };
 
@@ -110,8 +115,8 @@ struct MirrorResult {
   int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
   int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
   int fill_repairs = 0;            // budget: fills whose first exact plan overshot, brought within their level by a repair
-  double lower_bound_flops = -1;   // budget: no plan whose total fits recomputes less (see MEMORY.md)
-  double proven_bound_flops = -1;  // budget: the same before it is capped at the plan chosen (tests check it)
+  double lower_bound_cost = -1;    // budget: no plan whose total fits has a smaller recompute cost (see MEMORY.md)
+  double proven_bound_cost = -1;   // budget: the same before it is capped at the plan chosen (tests check it)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
@@ -130,13 +135,13 @@ MirrorResult plan_mirror(const Graph& forward, EntryRef loss, const MemoryMode& 
 MirrorPlan drop_bn_relu_plan(const Graph& forward);
 MirrorPlan budget_plan(const Graph& forward, const std::vector<Cut>& cuts, double budget, double* x, double* y,
                        int* kept);  // Alg. 3
-// A lower bound on the recompute FLOPs of any mirror plan whose arena fits in `arena_limit`
-// bytes. A forward value the backward pass reads is, if kept, live when the forward pass ends
+// A lower bound on the recompute cost (Cost::roofline at `balance`) of any mirror plan whose
+// arena fits in `arena_limit` bytes. A forward value the backward pass reads is, if kept, live when the forward pass ends
 // (the schedule runs all of forward first), and, if dropped, recomputed at least once; so the
-// dropped ones must cover (their bytes minus the limit), at no less than their forward FLOPs. The
+// dropped ones must cover (their bytes minus the limit), at no less than their forward cost. The
 // bound is the LP relaxation of that covering knapsack. `tg` is the training graph of any plan
 // (which values backward reads does not depend on the plan).
-double budget_lower_bound(const Graph& forward, const TrainingGraph& tg, int64_t arena_limit);
+double budget_lower_bound(const Graph& forward, const TrainingGraph& tg, int64_t arena_limit, double balance = kDefaultBalance);
 
 // The budgets of sublinear's search (Appendix A): B = 0, B = sqrt(x y), then 6 points on
 // [B / sqrt 2, sqrt 2 B].

@@ -9,7 +9,7 @@
 namespace mnemo {
 
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above,
-                               std::vector<PreparedKernel> kernels, double exact_seconds) {
+                               std::vector<PreparedKernel> kernels, double exact_seconds, double balance) {
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients (with data parallelism also the
   // all-reduce bucket buffers, docs/PARALLEL.md), and with the optimiser inside the step
@@ -33,6 +33,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());
   r.planning_seconds = st.planning_seconds;
+  r.balance = balance;
   std::vector<bool> is_state(g.size(), false);  // (a flag per node: a search over the list per param was quadratic)
   for (int v : tg.optimizer_state) is_state.at(static_cast<size_t>(v)) = true;
   for (size_t v = 0; v < g.size(); ++v) {
@@ -43,9 +44,10 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
     } else if (n.is(OpKind::input)) {
       r.input_bytes += static_cast<int64_t>(n.outputs[0].bytes());
     } else if (n.is(OpKind::compute) && n.op->cost) {
-      const double f = node_cost(g, static_cast<int>(v)).flops;
-      r.step_flops += f;
-      if (n.role == NodeRole::recompute) r.recompute_flops += f, ++r.recompute_nodes;
+      const Cost c = node_cost(g, static_cast<int>(v));
+      const double t = c.roofline(balance);
+      r.step_flops += c.flops, r.step_cost += t;
+      if (n.role == NodeRole::recompute) r.recompute_flops += c.flops, r.recompute_cost += t, ++r.recompute_nodes;
     }
   }
   if (st.pruned) {  // no arena: its live bytes (a lower bound of it) and its FLOPs
@@ -91,7 +93,11 @@ nlohmann::json to_json(const MemoryReport& r) {
           {"inplace", r.inplace},
           {"step_flops", r.step_flops},
           {"recompute_flops", r.recompute_flops},
-          {"recompute_overhead", r.step_flops > 0 ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0}};
+          {"recompute_overhead", r.step_flops > 0 ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0},
+          {"balance", r.balance},
+          {"step_cost", r.step_cost},
+          {"recompute_cost", r.recompute_cost},
+          {"recompute_cost_overhead", r.step_cost > r.recompute_cost ? r.recompute_cost / (r.step_cost - r.recompute_cost) : 0.0}};
 }
 
 std::string format_bytes(int64_t b) {

@@ -16,6 +16,9 @@
 //                      the exact placement's bound, memory/placement.h); `placement` says how far
 //                      the packing got ("at the live-bytes bound", "optimal", "time limit", ...)
 //   recompute_flops    extra forward FLOPs of the mirror plan; overhead = recompute / step FLOPs
+//   recompute_cost     the same nodes' roofline cost (Cost::roofline at `balance` FLOPs per byte:
+//                      a memory-bound batch norm or ReLU costs its bytes, not its few FLOPs), in
+//                      FLOP-equivalents; step_cost the whole step's. budget=SIZE minimises it.
 // The JSON form (to_json) is stable: documented in docs/MEMORY.md and read by tools and plots.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -37,6 +40,7 @@ struct MemoryReport {
   double planning_seconds = 0;
   int64_t nodes = 0, recompute_nodes = 0, buffers = 0, inplace = 0;
   double step_flops = 0, recompute_flops = 0;
+  double balance = kDefaultBalance, step_cost = 0, recompute_cost = 0;
   bool pruned = false;  // planned only up to the live-bytes bound (see plan_training_step)
 };
 
@@ -49,9 +53,10 @@ struct PlannedStep {
 // the CPU).
 // `prune_above` >= 0: see plan_memory; a pruned step has report.pruned set, arena_bytes -1 and
 // max_live_bytes (a lower bound of its arena) filled in.
-// `kernels`, `exact_seconds`: see plan_memory.
+// `kernels`, `exact_seconds`: see plan_memory. `balance`: the cost estimates' FLOPs per byte.
 PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr,
-                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1);
+                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,
+                               double balance = kDefaultBalance);
 
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"

@@ -117,7 +117,8 @@ case $part in
   curve)
     # Measured along budget=SIZE's trade-off (tools/budget_bench.py: budgets from share's total down to
     # the least feasible, each distinct plan timed in alternating rounds), beside PyTorch's checkpointing.
-    run curve-resnet56 200 python3 tools/budget_bench.py configs/resnet56-cifar.yaml --points 6 --at sublinear --modes share,sublinear --rounds 3 --steps 20 --warmup 3 --threads 16 --device cuda --mnemo $mnemo
+    # ResNet-56's budgets planned with the roofline cost (the default) and with FLOPs alone (balance 0).
+    run curve-resnet56 300 python3 tools/budget_bench.py configs/resnet56-cifar.yaml --points 6 --at sublinear --balance 0,10 --modes share,sublinear --rounds 3 --steps 20 --warmup 3 --threads 16 --device cuda --mnemo $mnemo
     for v in "resnet56 none" "resnet56 sequential:4" "resnet152 none" "resnet152 sequential:4" "resnet152 sequential:8" "lstm-paper none" "lstm-paper segment:8"; do
       read -r model ck <<<"$v"
       run "torch-$model-${ck//:/-}" 100 python3 tools/bench_pytorch.py --device cuda --model $model --steps 10 --warmup 3 --checkpoint $ck

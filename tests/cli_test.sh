@@ -49,7 +49,7 @@ expect plan-layout 0 '"layout": "plain"' -- "$mnemo" plan "$src/configs/table2/r
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
-expect plan-budget 0 'budget .*the least recompute whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
+expect plan-budget 0 'budget .*the least recompute cost whose total fits' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
 expect plan-budget-fills 0 'fills: [0-9]+ live-bytes levels filled from the top; [0-9]+ below them not filled' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x
 # A plan that takes more than a second reports its progress on stderr, a line a second (DenseNet-201
 # at 0.5x plans for 3-4 s on one thread).

@@ -125,8 +125,8 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets "
                   "(param_grad includes the bucket buffers)\n",
                   ranks, static_cast<long long>(c.data.batch / ranks));
-    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %7s\n", "mode", "feature_map", "param_grad", "workspace",
-                "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "plan_s");
+    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %6s %9s %8s %7s\n", "mode", "feature_map", "param_grad", "workspace",
+                "arena", "params", "optimizer", "total", "max_live", "frag", "recompute", "rec_cost", "plan_s");
   }
   for (const std::string& m : list) {
     const mnemo::MirrorResult mr = mnemo::plan_pipeline(c, p, m, device.get());
@@ -140,7 +140,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                           {"feature_map_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.feature_map_bytes)},
                           {"arena_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.arena_bytes)},
                           {"total_bytes", s.pruned ? nlohmann::json() : nlohmann::json(s.total_bytes)},
-                          {"recompute_flops", s.recompute_flops},
+                          {"recompute_flops", s.recompute_flops}, {"recompute_cost", s.recompute_cost},
                           {"fits", s.pruned && !s.too_big ? nlohmann::json() : nlohmann::json(s.fits)}, {"chosen", s.chosen}});
       else if (!s.origin.empty() && s.pruned)  // not packed: only its live-bytes bound is known
         search.push_back({{"max_term", s.budget}, {"checkpoints", s.kept_cuts}, {"objective_bytes", s.objective_bytes}, {"origin", s.origin},
@@ -162,7 +162,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["fill_levels"] = mr.fill_levels;
       j["fill_levels_skipped"] = mr.fill_levels_skipped;
       j["fill_repairs"] = mr.fill_repairs;
-      j["lower_bound_flops"] = mr.lower_bound_flops;
+      j["lower_bound_cost"] = mr.lower_bound_cost;
       j["lower_bound_over"] = mr.bound_over_01 ? "0/1 mirror plans" : "every mirror plan";
       j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
                      {"cuts", mr.solver_cuts}, {"seconds", mr.solver_seconds}};
@@ -183,13 +183,13 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     if (reduces) j["allreduce"] = mnemo::describe_buckets(mr.training, c.parallel.bucket_bytes);
     out["modes"].push_back(j);
     if (json) continue;
-    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.3f\n", r.mode.c_str(),
+    std::printf("%-13s %11s %10s %10s %11s %10s %10s %11s %11s %5.2f%% %8.1f%% %7.1f%% %7.3f\n", r.mode.c_str(),
                 mnemo::format_bytes(r.feature_map_bytes).c_str(), mnemo::format_bytes(r.param_grad_bytes).c_str(),
                 mnemo::format_bytes(r.workspace_bytes).c_str(), mnemo::format_bytes(r.arena_bytes).c_str(),
                 mnemo::format_bytes(r.param_bytes).c_str(),
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
-                100 * j["recompute_overhead"].get<double>(), r.planning_seconds);
+                100 * j["recompute_overhead"].get<double>(), 100 * j["recompute_cost_overhead"].get<double>(), r.planning_seconds);
     if (r.arena_bytes > r.max_live_bytes)
       std::printf("    placement: %s; no packing of these buffers is below %s (arena %+.2f%% above it), %.2f s\n", r.placement.c_str(),
                   mnemo::format_bytes(r.arena_bound_bytes).c_str(),
@@ -218,16 +218,17 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                       : "",
                   mr.max_terms, mr.tree_segments, mr.search_seconds, mr.search.size(), mr.pruned);
     if (mr.budget_bytes >= 0) {
-      const double rec = mr.planned.report.recompute_flops;
-      std::printf("    budget %s: the least recompute whose total fits, among %zu plans (least total %s); no %s that fits "
-                  "recomputes less than %.3g GFLOP (proven bound): gap %.1f%%\n",
-                  mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str(),
-                  mr.bound_over_01 ? "0/1 mirror plan" : "mirror plan", mr.lower_bound_flops / 1e9,
-                  rec > 0 ? 100 * (rec - mr.lower_bound_flops) / rec : 0.0);
+      const double rec = mr.planned.report.recompute_cost;
+      std::printf("    budget %s: the least recompute cost whose total fits, among %zu plans (least total %s): %.3g G "
+                  "(%.3g GFLOP; cost: FLOPs or bytes moved x %g, whichever is larger, per op); no %s that fits costs less "
+                  "than %.3g G (proven bound): gap %.1f%%\n",
+                  mnemo::format_bytes(mr.budget_bytes).c_str(), mr.search.size(), mnemo::format_bytes(mr.least_feasible).c_str(), rec / 1e9,
+                  mr.planned.report.recompute_flops / 1e9, mr.planned.report.balance, mr.bound_over_01 ? "0/1 mirror plan" : "mirror plan",
+                  mr.lower_bound_cost / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_cost) / rec : 0.0);
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       std::printf("    fills: %d live-bytes levels filled from the top; %d below them not filled (their knapsack bound exceeds the "
-                  "recompute chosen); %d fills repaired at their peak\n",
+                  "recompute cost chosen); %d fills repaired at their peak\n",
                   mr.fill_levels, mr.fill_levels_skipped, mr.fill_repairs);
       for (const mnemo::SearchStep& s : mr.search) {
         const std::string param = s.origin == "sublinear" || s.origin.rfind("fill", 0) == 0 || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
@@ -239,12 +240,13 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
           std::printf("    %-12s %10s: live bytes %10s above the arena limit: too big, not packed\n", s.origin.c_str(), param.c_str(),
                       mnemo::format_bytes(s.max_live_bytes).c_str());
         else if (s.pruned)
-          std::printf("    %-12s %10s: live bytes %10s, recompute %7.3g GFLOP: not packed (not needed for the choice)\n", s.origin.c_str(),
-                      param.c_str(), mnemo::format_bytes(s.max_live_bytes).c_str(), s.recompute_flops / 1e9);
+          std::printf("    %-12s %10s: live bytes %10s, recompute %7.3g GFLOP, cost %7.3g G: not packed (not needed for the choice)\n",
+                      s.origin.c_str(), param.c_str(), mnemo::format_bytes(s.max_live_bytes).c_str(), s.recompute_flops / 1e9,
+                      s.recompute_cost / 1e9);
         else
-          std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP%s\n", s.origin.c_str(), param.c_str(),
+          std::printf("    %-12s %10s: total %10s %s, recompute %7.3g GFLOP, cost %7.3g G%s\n", s.origin.c_str(), param.c_str(),
                       mnemo::format_bytes(s.total_bytes).c_str(), s.fits ? "fits   " : "too big", s.recompute_flops / 1e9,
-                      s.chosen ? "  <- chosen" : "");
+                      s.recompute_cost / 1e9, s.chosen ? "  <- chosen" : "");
       }
     } else
     for (const mnemo::SearchStep& s : mr.search)

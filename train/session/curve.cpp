@@ -91,17 +91,23 @@ namespace {
 
 const char* kCsvHeader =
     "model,vary,value,layers,mode,feature_map_bytes,workspace_bytes,param_bytes,param_grad_bytes,optimizer_bytes,"
-    "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds\n";
+    "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds,"
+    "balance,step_cost,recompute_cost,recompute_cost_overhead\n";
 
 double overhead_of(const MemoryReport& r) {
   return r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
+}
+// The same for the roofline cost budget=SIZE minimises (MemoryReport::recompute_cost).
+double cost_overhead_of(const MemoryReport& r) {
+  return r.step_cost > r.recompute_cost ? r.recompute_cost / (r.step_cost - r.recompute_cost) : 0.0;
 }
 
 void csv_row(std::ostream& csv, const CurveOptions& opt, int64_t v, int layers, const std::string& m, const MemoryReport& r) {
   csv << opt.model << ',' << opt.vary << ',' << v << ',' << layers << ',' << m << ',' << r.feature_map_bytes << ','
       << r.workspace_bytes << ',' << r.param_bytes << ',' << r.param_grad_bytes << ',' << r.optimizer_bytes << ','
       << r.input_bytes << ',' << r.total_bytes << ',' << r.max_live_bytes << ',' << r.fragmentation << ',' << r.step_flops
-      << ',' << r.recompute_flops << ',' << overhead_of(r) << ',' << r.planning_seconds << '\n';
+      << ',' << r.recompute_flops << ',' << overhead_of(r) << ',' << r.planning_seconds << ',' << r.balance << ',' << r.step_cost
+      << ',' << r.recompute_cost << ',' << cost_overhead_of(r) << '\n';
   csv.flush();
 }
 
@@ -148,9 +154,10 @@ int run_budget_curve(const CurveOptions& opt) {
     const MirrorResult mr = plan_pipeline(c, p, "budget=" + std::to_string(b), device.get());
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, b, p.model.layers, "budget", r);
-    line << r.total_bytes / 1073741824.0 << ' ' << 100 * overhead_of(r) << ' ' << b / 1073741824.0 << '\n';
-    std::printf("[%zu/%zu] budget %10s: total %10s, recompute %5.1f%%, planned in %.2f s (elapsed %.0f s)\n", done, budgets.size(),
-                format_bytes(b).c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r), r.planning_seconds,
+    line << r.total_bytes / 1073741824.0 << ' ' << 100 * cost_overhead_of(r) << ' ' << b / 1073741824.0 << '\n';
+    std::printf("[%zu/%zu] budget %10s: total %10s, recompute %5.1f%% (cost %5.1f%%), planned in %.2f s (elapsed %.0f s)\n", done,
+                budgets.size(), format_bytes(b).c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r),
+                100 * cost_overhead_of(r), r.planning_seconds,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fflush(stdout);
   }
@@ -160,16 +167,17 @@ int run_budget_curve(const CurveOptions& opt) {
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, 0, p.model.layers, m, r);
     std::ofstream d(opt.out + "/" + m + ".dat");
-    d << r.total_bytes / 1073741824.0 << ' ' << 100 * overhead_of(r) << '\n';
-    std::printf("%-13s total %10s, recompute %5.1f%%\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r));
+    d << r.total_bytes / 1073741824.0 << ' ' << 100 * cost_overhead_of(r) << '\n';
+    std::printf("%-13s total %10s, recompute %5.1f%% (cost %5.1f%%)\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r),
+                100 * cost_overhead_of(r));
   }
   std::printf("wrote %s\n", csv_path.c_str());
   if (!opt.plot) return 0;
   std::ofstream gp(opt.out + "/plot.gp");
   gp << "set terminal pngcairo size 900,600 noenhanced\nset output " << gp_quote(opt.out + "/tradeoff.png") << "\n"
      << "set grid\nset key top right\nset xlabel 'total bytes of the step (GiB, exact plan)'\n"
-     << "set ylabel 'recompute (% of the plain step FLOPs)'\n"
-     << "set title " << gp_quote(c.file + ": budget=SIZE, least recompute that fits") << "\nplot "
+     << "set ylabel 'recompute cost (% of the plain step: FLOPs or bytes moved x " << top.planned.report.balance << " per op)'\n"
+     << "set title " << gp_quote(c.file + ": budget=SIZE, least recompute cost that fits") << "\nplot "
      << gp_quote(opt.out + "/budget.dat") << " using 1:2 with linespoints lw 2 title 'budget=SIZE'";
   for (const std::string& m : opt.modes)
     gp << ", " << gp_quote(opt.out + "/" + m + ".dat") << " using 1:2 with points pt 7 ps 2 title " << gp_quote(m);
@@ -198,8 +206,7 @@ int run_curve(const CurveOptions& opt) {
   const std::string csv_path = opt.out + "/curve.csv";
   std::ofstream csv(csv_path);
   MNEMO_CHECK(csv) << "cannot write " << csv_path;
-  csv << "model,vary,value,layers,mode,feature_map_bytes,workspace_bytes,param_bytes,param_grad_bytes,optimizer_bytes,"
-         "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds\n";
+  csv << kCsvHeader;
   std::map<std::string, std::vector<std::pair<double, double>>> fm, total;
   const size_t jobs = opt.values.size() * opt.modes.size();
   size_t done = 0;
@@ -210,12 +217,8 @@ int run_curve(const CurveOptions& opt) {
     for (const std::string& m : opt.modes) {
       const MirrorResult mr = plan_pipeline(c, p, m, device.get());
       const MemoryReport& r = mr.planned.report;
-      const double overhead = r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
-      csv << opt.model << ',' << opt.vary << ',' << v << ',' << p.model.layers << ',' << m << ',' << r.feature_map_bytes << ','
-          << r.workspace_bytes << ',' << r.param_bytes << ',' << r.param_grad_bytes << ',' << r.optimizer_bytes << ','
-          << r.input_bytes << ',' << r.total_bytes << ',' << r.max_live_bytes << ',' << r.fragmentation << ',' << r.step_flops
-          << ',' << r.recompute_flops << ',' << overhead << ',' << r.planning_seconds << '\n';
-      csv.flush();
+      const double overhead = overhead_of(r);
+      csv_row(csv, opt, v, p.model.layers, m, r);
       const double x = opt.vary == "depth" ? p.model.layers : static_cast<double>(v);
       fm[m].push_back({x, static_cast<double>(r.feature_map_bytes)});
       total[m].push_back({x, static_cast<double>(r.total_bytes)});
