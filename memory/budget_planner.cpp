@@ -242,30 +242,55 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
   // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
   // whose memory it aliases). Whatever the mirror plan, a kept one of these is live when the
   // forward pass ends (the schedule runs all of forward first), and a dropped one is recomputed
-  // at least once.
+  // at least once. `after`: read by any node after the forward pass, or a graph output or state
+  // update (live when the forward pass ends in every plan).
   const Graph& g = tg.graph;
-  std::vector<std::vector<char>> read(fwd.size());
-  for (size_t v = 0; v < fwd.size(); ++v) read[v].assign(fwd.node(static_cast<int>(v)).outputs.size(), 0);
+  std::vector<std::vector<char>> read(fwd.size()), after(fwd.size());
+  for (size_t v = 0; v < fwd.size(); ++v) {
+    read[v].assign(fwd.node(static_cast<int>(v)).outputs.size(), 0);
+    after[v] = read[v];
+  }
+  // The forward compute entry `e` (of the training graph) stands for, through recomputed copies
+  // and views; node -1 when none.
+  auto owner = [&](EntryRef e) {
+    const Node& src = g.node(e.node);
+    // (nodes the optimiser update added after the gradient pass are not forward nodes)
+    int u = src.role == NodeRole::recompute ? src.source : (e.node < tg.num_forward ? e.node : -1);
+    if (u >= static_cast<int>(fwd.size())) u = -1;
+    int index = e.index;
+    while (u >= 0 && fwd.node(u).is(OpKind::view)) {  // the memory it aliases: that input's entry
+      const EntryRef in = fwd.node(u).inputs[0];
+      u = in.node, index = in.index;
+    }
+    return u >= 0 && fwd.node(u).is(OpKind::compute) ? EntryRef{u, index} : EntryRef{-1, 0};
+  };
   for (size_t id = static_cast<size_t>(tg.num_forward); id < g.size(); ++id) {
     const Node& n = g.node(static_cast<int>(id));
-    if (n.role != NodeRole::backward) continue;
-    for (const EntryRef& e : n.inputs) {
-      const Node& src = g.node(e.node);
-      // (nodes the optimiser update added after the gradient pass are not forward nodes)
-      int u = src.role == NodeRole::recompute ? src.source : (e.node < tg.num_forward ? e.node : -1);
-      if (u >= static_cast<int>(fwd.size())) u = -1;
-      int index = e.index;
-      while (u >= 0 && fwd.node(u).is(OpKind::view)) {  // the memory it aliases: that input's entry
-        const EntryRef in = fwd.node(u).inputs[0];
-        u = in.node, index = in.index;
+    for (const EntryRef& x : n.inputs)
+      if (const EntryRef e = owner(x); e.node >= 0) {
+        after[e.node][e.index] = 1;
+        if (n.role == NodeRole::backward) read[e.node][e.index] = 1;
       }
-      if (u >= 0 && fwd.node(u).is(OpKind::compute)) read[u][index] = 1;
-    }
   }
+  std::vector<EntryRef> pinned = g.outputs;
+  for (const StateUpdate& s : g.state_updates) pinned.push_back(s.value);
+  for (const EntryRef& x : pinned)
+    if (const EntryRef e = owner(x); e.node >= 0) after[e.node][e.index] = 1;
+  // Items: the forward nodes with outputs backward reads. One whose inputs include outputs of
+  // exactly one compute node u that nothing reads after the forward pass (a ReLU's batch norm)
+  // cannot be recomputed from nothing: either u is recomputed too (its cost, shared among the k
+  // items that read u this way), or u's outputs are held to the end of the forward pass (its
+  // bytes, shared the same way, are then live: that much less saved). Shares keep it a bound
+  // whichever of u's readers a plan drops (docs/MEMORY.md "The knapsack bound";
+  // OptimalCheckpoints.KnapsackBoundHoldsForEveryPlanAndBalance).
   struct Item {
+    int node;
     double cost, bytes;
+    int held = -1;         // u, or -1
+    double held_bytes = 0;  // u's outputs it reads
   };
   std::vector<Item> items;
+  std::vector<int> sharing(fwd.size(), 0);  // per u: items holding it
   double saved = 0;
   for (size_t v = 0; v < fwd.size(); ++v) {
     const Node& n = fwd.node(static_cast<int>(v));
@@ -273,20 +298,54 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     for (size_t j = 0; j < n.outputs.size(); ++j)
       if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
-    items.push_back({node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes});
+    Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes};
+    std::vector<EntryRef> held;
+    bool several = false;
+    for (const EntryRef& x : n.inputs) {
+      EntryRef e = x;
+      while (fwd.node(e.node).is(OpKind::view)) e = fwd.node(e.node).inputs[0];
+      if (!fwd.node(e.node).is(OpKind::compute) || after[e.node][e.index] || e.node == it.node) continue;
+      if (it.held >= 0 && it.held != e.node) several = true;
+      it.held = e.node;
+      if (std::find(held.begin(), held.end(), e) == held.end()) held.push_back(e), it.held_bytes += static_cast<double>(fwd.type(e).bytes());
+    }
+    if (several) it.held = -1;
+    if (it.held >= 0) ++sharing[it.held];
+    items.push_back(it);
     saved += bytes;
   }
   // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
-  // allowed (the LP relaxation of that covering knapsack: cheapest cost per byte first).
+  // allowed (the LP relaxation of that covering knapsack, each item's options, none, held and
+  // recomputed, on their lower convex hull: cheapest cost per byte first).
   double need = saved - static_cast<double>(arena_limit);
   if (need <= 0) return 0;
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost * b.bytes < b.cost * a.bytes; });
-  double bound = 0;
+  struct Piece {
+    double cost, bytes;
+  };
+  std::vector<Piece> pieces;
   for (const Item& it : items) {
+    if (it.held < 0) {
+      pieces.push_back({it.cost, it.bytes});
+      continue;
+    }
+    const double k = sharing[it.held];
+    const double extra = node_cost(fwd, it.held).roofline(balance) / k;
+    const double held_saves = std::max(0.0, it.bytes - it.held_bytes / k);
+    if (held_saves > 0 && it.cost * it.bytes < (it.cost + extra) * held_saves) {  // held, then recomputed: convex
+      pieces.push_back({it.cost, held_saves});
+      pieces.push_back({extra, it.bytes - held_saves});
+    } else {
+      pieces.push_back({it.cost + extra, it.bytes});
+    }
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; });
+  double bound = 0;
+  for (const Piece& p : pieces) {
     if (need <= 0) break;
-    const double take = std::min(1.0, need / it.bytes);
-    bound += take * it.cost;
-    need -= take * it.bytes;
+    if (p.bytes <= 0) continue;
+    const double take = std::min(1.0, need / p.bytes);
+    bound += take * p.cost;
+    need -= take * p.bytes;
   }
   return bound;
 }
