@@ -277,17 +277,17 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
   for (const EntryRef& x : pinned)
     if (const EntryRef e = owner(x); e.node >= 0) after[e.node][e.index] = 1;
   // Items: the forward nodes with outputs backward reads. One whose inputs include outputs of
-  // exactly one compute node u that nothing reads after the forward pass (a ReLU's batch norm)
-  // cannot be recomputed from nothing: either u is recomputed too (its cost, shared among the k
-  // items that read u this way), or u's outputs are held to the end of the forward pass (its
-  // bytes, shared the same way, are then live: that much less saved). Shares keep it a bound
-  // whichever of u's readers a plan drops (docs/MEMORY.md "The knapsack bound";
+  // compute nodes u that nothing reads after the forward pass (a ReLU's batch norm, a
+  // concatenation's inputs) cannot be recomputed from nothing: each such u is recomputed too (its
+  // cost) or its outputs are held until backward recomputes the item (its bytes are then live
+  // when the forward pass ends: that much less saved). When k items read u that way, each is
+  // charged 1/k of u's cost and bytes, so the bound holds whichever of them a plan drops and
+  // whether it recomputes u or holds it (docs/MEMORY.md "The knapsack bound";
   // OptimalCheckpoints.KnapsackBoundHoldsForEveryPlanAndBalance).
   struct Item {
     int node;
     double cost, bytes;
-    int held = -1;         // u, or -1
-    double held_bytes = 0;  // u's outputs it reads
+    std::vector<std::pair<int, double>> held;  // (u, bytes of u's outputs it reads)
   };
   std::vector<Item> items;
   std::vector<int> sharing(fwd.size(), 0);  // per u: items holding it
@@ -298,25 +298,26 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     for (size_t j = 0; j < n.outputs.size(); ++j)
       if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
-    Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes};
-    std::vector<EntryRef> held;
-    bool several = false;
+    Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
+    std::vector<EntryRef> seen;
     for (const EntryRef& x : n.inputs) {
       EntryRef e = x;
       while (fwd.node(e.node).is(OpKind::view)) e = fwd.node(e.node).inputs[0];
       if (!fwd.node(e.node).is(OpKind::compute) || after[e.node][e.index] || e.node == it.node) continue;
-      if (it.held >= 0 && it.held != e.node) several = true;
-      it.held = e.node;
-      if (std::find(held.begin(), held.end(), e) == held.end()) held.push_back(e), it.held_bytes += static_cast<double>(fwd.type(e).bytes());
+      if (std::find(seen.begin(), seen.end(), e) != seen.end()) continue;
+      seen.push_back(e);
+      const double b = static_cast<double>(fwd.type(e).bytes());
+      auto h = std::find_if(it.held.begin(), it.held.end(), [&](const auto& p) { return p.first == e.node; });
+      if (h == it.held.end()) it.held.push_back({e.node, b}), ++sharing[e.node];
+      else h->second += b;
     }
-    if (several) it.held = -1;
-    if (it.held >= 0) ++sharing[it.held];
-    items.push_back(it);
+    items.push_back(std::move(it));
     saved += bytes;
   }
   // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
-  // allowed (the LP relaxation of that covering knapsack, each item's options, none, held and
-  // recomputed, on their lower convex hull: cheapest cost per byte first).
+  // allowed (the LP relaxation of that covering knapsack). An item's options (hold every u, or
+  // recompute some of them: cheapest cost per byte first is the best for its saving) as points
+  // (saved, cost), their lower convex hull from (0, 0) in pieces; cheapest cost per byte first.
   double need = saved - static_cast<double>(arena_limit);
   if (need <= 0) return 0;
   struct Piece {
@@ -324,19 +325,28 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
   };
   std::vector<Piece> pieces;
   for (const Item& it : items) {
-    if (it.held < 0) {
-      pieces.push_back({it.cost, it.bytes});
-      continue;
+    std::vector<Piece> ups;  // recomputing u instead of holding it: its cost, the bytes it frees
+    double held = 0;
+    for (const auto& [u, b] : it.held) {
+      const double k = sharing[u];
+      ups.push_back({node_cost(fwd, u).roofline(balance) / k, b / k});
+      held += b / k;
     }
-    const double k = sharing[it.held];
-    const double extra = node_cost(fwd, it.held).roofline(balance) / k;
-    const double held_saves = std::max(0.0, it.bytes - it.held_bytes / k);
-    if (held_saves > 0 && it.cost * it.bytes < (it.cost + extra) * held_saves) {  // held, then recomputed: convex
-      pieces.push_back({it.cost, held_saves});
-      pieces.push_back({extra, it.bytes - held_saves});
-    } else {
-      pieces.push_back({it.cost + extra, it.bytes});
-    }
+    std::sort(ups.begin(), ups.end(), [](const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; });
+    std::vector<Piece> hull{{0, 0}};  // (cost, saved) points
+    double x = it.bytes - held, y = it.cost;
+    auto add = [&](double cost, double saves) {
+      saves = std::max(0.0, saves);
+      if (saves <= hull.back().bytes) return;  // (no more saved: a point above one already there)
+      auto below = [&](const Piece& a, const Piece& b) {  // b under the line from a to the new point
+        return (b.cost - a.cost) * (saves - a.bytes) < (cost - a.cost) * (b.bytes - a.bytes);
+      };
+      while (hull.size() >= 2 && !below(hull[hull.size() - 2], hull.back())) hull.pop_back();
+      hull.push_back({cost, saves});
+    };
+    add(y, x);
+    for (const Piece& up : ups) add(y += up.cost, x += up.bytes);
+    for (size_t i = 1; i < hull.size(); ++i) pieces.push_back({hull[i].cost - hull[i - 1].cost, hull[i].bytes - hull[i - 1].bytes});
   }
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; });
   double bound = 0;

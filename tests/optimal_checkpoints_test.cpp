@@ -280,7 +280,7 @@ namespace {
 // The knapsack bound (budget_lower_bound, with its held inputs: a tanh or ReLU whose input
 // nothing reads after the forward pass costs that input's recompute or its bytes) against mirror
 // plans of small chains (fully connected layers, tanh or ReLU, some with a skip added, some with
-// both tanh and ReLU of one layer added): every 0/1
+// both tanh and ReLU of one layer added, some a concatenation of two layers): every 0/1
 // plan, and 400 drawn with m(v) in {0, 1, 2} (recomputed twice: the bound claims every plan), at
 // three balances. The limits: every plan's arena, and (tighter, what the bound's argument uses)
 // every plan's live bytes when the forward pass ends: no plan whose live bytes there fit a limit
@@ -296,8 +296,15 @@ TEST(OptimalCheckpoints, KnapsackBoundHoldsForEveryPlanAndBalance) {
     const int layers = 2 + static_cast<int>(rng() % 3);
     for (int k = 0; k < layers; ++k) {
       const EntryRef in = x;
+      const int shape = static_cast<int>(rng() % 4);
+      if (shape == 3) {  // (a concatenation of two layers nothing else reads: two held inputs)
+        const EntryRef a = g.add1("fully_connected", {x, g.param("wa" + std::to_string(k), {DType::f64, {16, 32}})});
+        const EntryRef b = g.add1("fully_connected", {x, g.param("wb" + std::to_string(k), {DType::f64, {16, 32}})});
+        x = g.add1("concat", {a, b}, {{"axis", int64_t{1}}});
+        continue;
+      }
       x = g.add1("fully_connected", {x, g.param("w" + std::to_string(k), {DType::f64, {32, 32}})});
-      if (rng() % 3 == 0) {
+      if (shape == 0) {
         x = g.add1("add", {g.add1("tanh", {x}), g.add1("relu", {x})});  // (two readers of one held input)
       } else {
         x = g.add1(rng() % 2 ? "tanh" : "relu", {x});
