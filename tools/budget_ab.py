@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""budget=SIZE plans of two mnemo binaries side by side: recompute FLOPs, exact total and planning
+"""budget=SIZE plans of two mnemo binaries side by side: recompute FLOPs and cost, exact total and planning
 time per config and budget (one run each; for times, use tools/ab_bench.py --plan).
 
     tools/budget_ab.py OLD NEW [CONFIG=B1,B2,... ...] [--placement-seconds 0]
@@ -33,7 +33,8 @@ def plan(exe, cfg, budget, seconds):
             return None
         sys.exit(f"budget_ab: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
     d = json.loads(p.stdout)["modes"][0]
-    return d["recompute_flops"] / 1e9, d["total_bytes"], d["planning_seconds"]
+    cost = d.get("recompute_cost")  # (binaries before the roofline cost have none)
+    return d["recompute_flops"] / 1e9, d["total_bytes"], d["planning_seconds"], None if cost is None else cost / 1e9
 
 
 def main():
@@ -46,8 +47,8 @@ def main():
     for exe in (a.old, a.new):
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             ap.error(f"'{exe}' is not an executable mnemo binary")
-    print("| config | budget | old GFLOP | new GFLOP | old total | new total | old s | new s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| config | budget | old GFLOP | new GFLOP | old cost G | new cost G | old total | new total | old s | new s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in a.runs:
         cfg, _, budgets = run.rpartition("=")
         if not cfg:
@@ -56,9 +57,11 @@ def main():
             old, new = plan(a.old, cfg, b, a.placement_seconds), plan(a.new, cfg, b, a.placement_seconds)
             name = cfg.split("/")[-1]
             if old is None or new is None:
-                print(f"| {name} | {b} | {'infeasible' if old is None else 'ok'} (old) | {'infeasible' if new is None else 'ok'} (new) | | | | |", flush=True)
+                print(f"| {name} | {b} | {'infeasible' if old is None else 'ok'} (old) | {'infeasible' if new is None else 'ok'} (new) | | | | | | |",
+                      flush=True)
                 continue
-            print(f"| {name} | {b} | {old[0]:.3f} | {new[0]:.3f} | {old[1]} | {new[1]} | {old[2]:.2f} | {new[2]:.2f} |", flush=True)
+            cost = ["-" if x[3] is None else f"{x[3]:.3f}" for x in (old, new)]
+            print(f"| {name} | {b} | {old[0]:.3f} | {new[0]:.3f} | {cost[0]} | {cost[1]} | {old[1]} | {new[1]} | {old[2]:.2f} | {new[2]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
