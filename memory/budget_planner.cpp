@@ -110,6 +110,14 @@ std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::v
   return out;
 }
 
+// The order in which dropped nodes are kept back (the keep-back paths, the fills): ascending keys
+// put the most recompute cost per output byte first.
+double keep_back_key(const Graph& fwd, int v, double balance) {
+  double bytes = 0;
+  for (const TensorType& t : fwd.node(v).outputs) bytes += static_cast<double>(t.bytes());
+  return -node_cost(fwd, v).roofline(balance) / std::max(1.0, bytes);
+}
+
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
 // bytes at each step of its schedule, and its dropped nodes a fill may keep back, the most
 // recompute cost per byte first. Prepared once and filled up to several levels.
@@ -152,9 +160,7 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
   for (size_t v = 0; v < fwd.size(); ++v) {
     const Node& node = fwd.node(static_cast<int>(v));
     if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
-    double bytes = 0;
-    for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
-    order.push_back({-node_cost(fwd, static_cast<int>(v)).roofline(ctx.mode.balance) / std::max(1.0, bytes), static_cast<int>(v)});
+    order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v)});
   }
   std::sort(order.begin(), order.end());
   for (const auto& [key, v] : order) {
@@ -237,7 +243,16 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int6
 
 }  // namespace
 
-double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit, double balance) {
+namespace {
+
+struct Piece {
+  double cost, bytes;
+};
+bool cheaper_per_byte(const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; }
+
+}  // namespace
+
+KnapsackBound::KnapsackBound(const Graph& fwd, const TrainingGraph& tg, double balance) {
   // Forward values the backward pass reads: per forward compute node, the bytes of its outputs
   // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
   // whose memory it aliases). Whatever the mirror plan, a kept one of these is live when the
@@ -291,7 +306,6 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
   };
   std::vector<Item> items;
   std::vector<int> sharing(fwd.size(), 0);  // per u: items holding it
-  double saved = 0;
   for (size_t v = 0; v < fwd.size(); ++v) {
     const Node& n = fwd.node(static_cast<int>(v));
     double bytes = 0;
@@ -301,8 +315,7 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
     Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
     std::vector<EntryRef> seen;
     for (const EntryRef& x : n.inputs) {
-      EntryRef e = x;
-      while (fwd.node(e.node).is(OpKind::view)) e = fwd.node(e.node).inputs[0];
+      const EntryRef e = owning_entry(fwd, x);
       if (!fwd.node(e.node).is(OpKind::compute) || after[e.node][e.index] || e.node == it.node) continue;
       if (std::find(seen.begin(), seen.end(), e) != seen.end()) continue;
       seen.push_back(e);
@@ -312,17 +325,12 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
       else h->second += b;
     }
     items.push_back(std::move(it));
-    saved += bytes;
+    saved_ += bytes;
   }
-  // Dropped ones must cover what does not fit: the least recompute doing so, with fractions
-  // allowed (the LP relaxation of that covering knapsack). An item's options (hold every u, or
+  // The LP relaxation of the covering knapsack (at() below). An item's options (hold every u, or
   // recompute some of them: cheapest cost per byte first is the best for its saving) as points
-  // (saved, cost), their lower convex hull from (0, 0) in pieces; cheapest cost per byte first.
-  double need = saved - static_cast<double>(arena_limit);
-  if (need <= 0) return 0;
-  struct Piece {
-    double cost, bytes;
-  };
+  // (saved, cost), their lower convex hull from (0, 0) in pieces; all pieces cheapest cost per
+  // byte first, with their running sums.
   std::vector<Piece> pieces;
   for (const Item& it : items) {
     std::vector<Piece> ups;  // recomputing u instead of holding it: its cost, the bytes it frees
@@ -332,9 +340,8 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
       ups.push_back({node_cost(fwd, u).roofline(balance) / k, b / k});
       held += b / k;
     }
-    std::sort(ups.begin(), ups.end(), [](const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; });
+    std::sort(ups.begin(), ups.end(), cheaper_per_byte);
     std::vector<Piece> hull{{0, 0}};  // (cost, saved) points
-    double x = it.bytes - held, y = it.cost;
     auto add = [&](double cost, double saves) {
       saves = std::max(0.0, saves);
       if (saves <= hull.back().bytes) return;  // (no more saved: a point above one already there)
@@ -344,20 +351,28 @@ double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t are
       while (hull.size() >= 2 && !below(hull[hull.size() - 2], hull.back())) hull.pop_back();
       hull.push_back({cost, saves});
     };
+    double x = it.bytes - held, y = it.cost;
     add(y, x);
     for (const Piece& up : ups) add(y += up.cost, x += up.bytes);
     for (size_t i = 1; i < hull.size(); ++i) pieces.push_back({hull[i].cost - hull[i - 1].cost, hull[i].bytes - hull[i - 1].bytes});
   }
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; });
-  double bound = 0;
-  for (const Piece& p : pieces) {
-    if (need <= 0) break;
-    if (p.bytes <= 0) continue;
-    const double take = std::min(1.0, need / p.bytes);
-    bound += take * p.cost;
-    need -= take * p.bytes;
-  }
-  return bound;
+  std::sort(pieces.begin(), pieces.end(), cheaper_per_byte);
+  bytes_.push_back(0), cost_.push_back(0);
+  for (const Piece& p : pieces) bytes_.push_back(bytes_.back() + p.bytes), cost_.push_back(cost_.back() + p.cost);
+}
+
+double KnapsackBound::at(int64_t arena_limit) const {
+  // Dropped ones must cover what does not fit: the cheapest pieces whose bytes reach it, the last
+  // one in part (all of them when even that is short: the bound of dropping everything).
+  const double need = saved_ - static_cast<double>(arena_limit);
+  if (need <= 0) return 0;
+  const size_t k = static_cast<size_t>(std::lower_bound(bytes_.begin(), bytes_.end(), need) - bytes_.begin());
+  if (k == bytes_.size()) return cost_.back();
+  return cost_[k - 1] + (cost_[k] - cost_[k - 1]) * (need - bytes_[k - 1]) / (bytes_[k] - bytes_[k - 1]);
+}
+
+double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit, double balance) {
+  return KnapsackBound(fwd, tg, balance).at(arena_limit);
 }
 
 MirrorResult plan_budget(const PlanContext& ctx) {
@@ -485,9 +500,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       for (size_t v = 0; v < fwd.size(); ++v) {
         const Node& node = fwd.node(static_cast<int>(v));
         if (!base[v] || !node.is(OpKind::compute)) continue;
-        double bytes = 0;
-        for (const TensorType& t : node.outputs) bytes += static_cast<double>(t.bytes());
-        dropped.push_back({-node_cost(fwd, static_cast<int>(v)).roofline(ctx.mode.balance) / std::max(1.0, bytes), static_cast<int>(v)});
+        dropped.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v)});
       }
       std::sort(dropped.begin(), dropped.end());
       for (int k = kKeepBackPoints; k >= 1; --k) {
@@ -566,6 +579,9 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // the member chosen so far cannot give the choice, nor can any level below it, so they are
   // not filled. The choice is the one the whole family gives (docs/MEMORY.md).
   std::optional<size_t> chosen = choose();
+  // The knapsack bound of the keep-all training graph (which values backward reads does not
+  // depend on the plan), asked at every level below and at the arena limit.
+  const KnapsackBound knapsack(fwd, packed.at(0).training, mode.balance);
   int fill_levels = 0, skipped_levels = 0, fill_repairs = 0;
   {
     const int64_t lo = std::min_element(reps.begin(), reps.end(), [](const MemoryReport& a, const MemoryReport& b) {
@@ -614,9 +630,8 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     }
     const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
     std::vector<std::optional<FillStart>> starts(start_keys.size());
-    const TrainingGraph& keep_training = packed.at(0).training;
     for (size_t l = levels.size(); l-- > 0;) {
-      if (chosen && !mode.budget_fill_every_level && budget_lower_bound(fwd, keep_training, levels[l], mode.balance) > reps[*chosen].recompute_cost * (1 + 1e-9)) {
+      if (chosen && !mode.budget_fill_every_level && knapsack.at(levels[l]) > reps[*chosen].recompute_cost * (1 + 1e-9)) {
         skipped_levels = static_cast<int>(l) + 1;
         break;
       }
@@ -688,7 +703,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     st.total_bytes = rep.total_bytes, st.fits = rep.total_bytes <= limit;
   }
   const MirrorResult& keep_result = packed.at(0);
-  double bound = budget_lower_bound(fwd, keep_result.training, arena_limit, mode.balance);
+  double bound = knapsack.at(arena_limit);
   auto zero_one = [](const MirrorPlan& m) { return std::all_of(m.begin(), m.end(), [](int k) { return k <= 1; }); };
   const bool chosen_01 = zero_one(plans[*chosen]);
   // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both

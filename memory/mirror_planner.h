@@ -142,6 +142,17 @@ MirrorPlan budget_plan(const Graph& forward, const std::vector<Cut>& cuts, doubl
 // bound is the LP relaxation of that covering knapsack. `tg` is the training graph of any plan
 // (which values backward reads does not depend on the plan).
 double budget_lower_bound(const Graph& forward, const TrainingGraph& tg, int64_t arena_limit, double balance = kDefaultBalance);
+// The same bound prepared once (its items and pieces do not depend on the limit) and asked at
+// many limits: budget's live-bytes levels.
+class KnapsackBound {
+ public:
+  KnapsackBound(const Graph& forward, const TrainingGraph& tg, double balance);
+  double at(int64_t arena_limit) const;
+
+ private:
+  double saved_ = 0;                 // the bytes of every value backward reads
+  std::vector<double> bytes_, cost_;  // running sums over the pieces, cheapest cost per byte first
+};
 
 // The budgets of sublinear's search (Appendix A): B = 0, B = sqrt(x y), then 6 points on
 // [B / sqrt 2, sqrt 2 B].

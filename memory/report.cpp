@@ -71,6 +71,13 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   return out;
 }
 
+namespace {
+double overhead(double part, double whole) { return whole > part ? part / (whole - part) : 0.0; }
+}  // namespace
+
+double recompute_overhead(const MemoryReport& r) { return overhead(r.recompute_flops, r.step_flops); }
+double recompute_cost_overhead(const MemoryReport& r) { return overhead(r.recompute_cost, r.step_cost); }
+
 nlohmann::json to_json(const MemoryReport& r) {
   return {{"mode", r.mode},
           {"feature_map_bytes", r.feature_map_bytes},
@@ -93,11 +100,11 @@ nlohmann::json to_json(const MemoryReport& r) {
           {"inplace", r.inplace},
           {"step_flops", r.step_flops},
           {"recompute_flops", r.recompute_flops},
-          {"recompute_overhead", r.step_flops > 0 ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0},
+          {"recompute_overhead", recompute_overhead(r)},
           {"balance", r.balance},
           {"step_cost", r.step_cost},
           {"recompute_cost", r.recompute_cost},
-          {"recompute_cost_overhead", r.step_cost > r.recompute_cost ? r.recompute_cost / (r.step_cost - r.recompute_cost) : 0.0}};
+          {"recompute_cost_overhead", recompute_cost_overhead(r)}};
 }
 
 std::string format_bytes(int64_t b) {

@@ -58,6 +58,11 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
                                int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,
                                double balance = kDefaultBalance);
 
+// recompute / (step - recompute): the plan's extra work over the plain step (0 when nothing else
+// runs), in FLOPs and in roofline cost.
+double recompute_overhead(const MemoryReport& r);
+double recompute_cost_overhead(const MemoryReport& r);
+
 nlohmann::json to_json(const MemoryReport& r);
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"
 

@@ -189,7 +189,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                 mnemo::format_bytes(r.param_bytes).c_str(),
                 mnemo::format_bytes(r.optimizer_bytes).c_str(), mnemo::format_bytes(r.total_bytes).c_str(),
                 mnemo::format_bytes(r.max_live_bytes).c_str(), 100 * r.fragmentation,
-                100 * j["recompute_overhead"].get<double>(), 100 * j["recompute_cost_overhead"].get<double>(), r.planning_seconds);
+                100 * mnemo::recompute_overhead(r), 100 * mnemo::recompute_cost_overhead(r), r.planning_seconds);
     if (r.arena_bytes > r.max_live_bytes)
       std::printf("    placement: %s; no packing of these buffers is below %s (arena %+.2f%% above it), %.2f s\n", r.placement.c_str(),
                   mnemo::format_bytes(r.arena_bound_bytes).c_str(),

@@ -94,20 +94,12 @@ const char* kCsvHeader =
     "input_bytes,total_bytes,max_live_bytes,fragmentation,step_flops,recompute_flops,recompute_overhead,planning_seconds,"
     "balance,step_cost,recompute_cost,recompute_cost_overhead\n";
 
-double overhead_of(const MemoryReport& r) {
-  return r.step_flops > r.recompute_flops ? r.recompute_flops / (r.step_flops - r.recompute_flops) : 0.0;
-}
-// The same for the roofline cost budget=SIZE minimises (MemoryReport::recompute_cost).
-double cost_overhead_of(const MemoryReport& r) {
-  return r.step_cost > r.recompute_cost ? r.recompute_cost / (r.step_cost - r.recompute_cost) : 0.0;
-}
-
 void csv_row(std::ostream& csv, const CurveOptions& opt, int64_t v, int layers, const std::string& m, const MemoryReport& r) {
   csv << opt.model << ',' << opt.vary << ',' << v << ',' << layers << ',' << m << ',' << r.feature_map_bytes << ','
       << r.workspace_bytes << ',' << r.param_bytes << ',' << r.param_grad_bytes << ',' << r.optimizer_bytes << ','
       << r.input_bytes << ',' << r.total_bytes << ',' << r.max_live_bytes << ',' << r.fragmentation << ',' << r.step_flops
-      << ',' << r.recompute_flops << ',' << overhead_of(r) << ',' << r.planning_seconds << ',' << r.balance << ',' << r.step_cost
-      << ',' << r.recompute_cost << ',' << cost_overhead_of(r) << '\n';
+      << ',' << r.recompute_flops << ',' << recompute_overhead(r) << ',' << r.planning_seconds << ',' << r.balance << ',' << r.step_cost
+      << ',' << r.recompute_cost << ',' << recompute_cost_overhead(r) << '\n';
   csv.flush();
 }
 
@@ -154,10 +146,10 @@ int run_budget_curve(const CurveOptions& opt) {
     const MirrorResult mr = plan_pipeline(c, p, "budget=" + std::to_string(b), device.get());
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, b, p.model.layers, "budget", r);
-    line << r.total_bytes / 1073741824.0 << ' ' << 100 * cost_overhead_of(r) << ' ' << b / 1073741824.0 << '\n';
+    line << r.total_bytes / 1073741824.0 << ' ' << 100 * recompute_cost_overhead(r) << ' ' << b / 1073741824.0 << '\n';
     std::printf("[%zu/%zu] budget %10s: total %10s, recompute %5.1f%% (cost %5.1f%%), planned in %.2f s (elapsed %.0f s)\n", done,
-                budgets.size(), format_bytes(b).c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r),
-                100 * cost_overhead_of(r), r.planning_seconds,
+                budgets.size(), format_bytes(b).c_str(), format_bytes(r.total_bytes).c_str(), 100 * recompute_overhead(r),
+                100 * recompute_cost_overhead(r), r.planning_seconds,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fflush(stdout);
   }
@@ -167,9 +159,9 @@ int run_budget_curve(const CurveOptions& opt) {
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, 0, p.model.layers, m, r);
     std::ofstream d(opt.out + "/" + m + ".dat");
-    d << r.total_bytes / 1073741824.0 << ' ' << 100 * cost_overhead_of(r) << '\n';
-    std::printf("%-13s total %10s, recompute %5.1f%% (cost %5.1f%%)\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * overhead_of(r),
-                100 * cost_overhead_of(r));
+    d << r.total_bytes / 1073741824.0 << ' ' << 100 * recompute_cost_overhead(r) << '\n';
+    std::printf("%-13s total %10s, recompute %5.1f%% (cost %5.1f%%)\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * recompute_overhead(r),
+                100 * recompute_cost_overhead(r));
   }
   std::printf("wrote %s\n", csv_path.c_str());
   if (!opt.plot) return 0;
@@ -217,7 +209,7 @@ int run_curve(const CurveOptions& opt) {
     for (const std::string& m : opt.modes) {
       const MirrorResult mr = plan_pipeline(c, p, m, device.get());
       const MemoryReport& r = mr.planned.report;
-      const double overhead = overhead_of(r);
+      const double overhead = recompute_overhead(r);
       csv_row(csv, opt, v, p.model.layers, m, r);
       const double x = opt.vary == "depth" ? p.model.layers : static_cast<double>(v);
       fm[m].push_back({x, static_cast<double>(r.feature_map_bytes)});
