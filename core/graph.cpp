@@ -150,8 +150,16 @@ const std::vector<TensorType>& input_types(const Graph& g, int id) {
 
 Cost node_cost(const Graph& g, int id) {
   const Node& n = g.node(id);
-  if (!n.is(OpKind::compute) || !n.op->cost) return {};
-  return n.op->cost(n.params.get(), input_types(g, id), n.outputs);
+  if (!n.is(OpKind::compute)) return {};
+  const std::vector<TensorType>& in = input_types(g, id);
+  if (n.op->cost) return n.op->cost(n.params.get(), in, n.outputs);
+  // The default of OpDef::cost: no FLOPs, every input read and every output written once (a
+  // layout reorder is a copy; until 2026-11-28 this returned zero, and budget took recomputing
+  // `to_plain` / `to_blocked` for free).
+  Cost c;
+  for (const TensorType& t : in) c.bytes += static_cast<double>(t.bytes());
+  for (const TensorType& t : n.outputs) c.bytes += static_cast<double>(t.bytes());
+  return c;
 }
 
 const TensorType& Graph::type(EntryRef e) const {

@@ -106,7 +106,8 @@ class Graph {
 };
 
 // The op's cost estimate for node `id` of `g` (FLOPs and bytes moved of one call); zero for
-// non-compute nodes and ops without a cost function.
+// non-compute nodes; for ops without a cost function OpDef::cost's default (no FLOPs, the bytes of
+// the inputs and outputs).
 Cost node_cost(const Graph& g, int id);
 
 // The types of node `id`'s inputs, in a list per thread that the next call on the same thread

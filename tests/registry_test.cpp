@@ -61,6 +61,30 @@ TEST(Registry, EveryComputeOpHasASampleThatInfers) {
   }
 }
 
+// Every compute op moves bytes, so its cost (budget's objective, docs/MEMORY.md "Recompute cost")
+// is never zero: an op without a cost function gets OpDef::cost's default, its inputs and outputs
+// (until 2026-11-28 node_cost returned zero for them, and budget recomputed the layout reorders
+// to_plain / to_blocked as if they were free).
+TEST(Registry, EveryComputeOpCostsAtLeastItsBytes) {
+  for (const OpDef* d : op_registry().all()) {
+    if (d->kind != OpKind::compute || !d->sample) continue;
+    Graph g;
+    std::vector<EntryRef> in;
+    for (size_t i = 0; i < d->sample->inputs.size(); ++i) in.push_back(g.input("x" + std::to_string(i), d->sample->inputs[i]));
+    const int id = g.add(d->name, in, d->sample->attrs);
+    double bytes = 0;
+    for (const TensorType& t : g.node(id).outputs) bytes += static_cast<double>(t.bytes());
+    const Cost c = node_cost(g, id);
+    EXPECT_GT(c.bytes, 0) << d->name;
+    EXPECT_GT(c.roofline(10), 0) << d->name;
+    if (!d->cost) {
+      for (const EntryRef& e : in) bytes += static_cast<double>(g.type(e).bytes());
+      EXPECT_EQ(c.bytes, bytes) << d->name << ": the default is its inputs and outputs";
+      EXPECT_EQ(c.flops, 0) << d->name;
+    }
+  }
+}
+
 TEST(Registry, UnknownOpAndUnknownAttributeAreClearErrors) {
   Graph g;
   EntryRef x = g.input("x", {DType::f32, {2, 3}});
