@@ -300,7 +300,7 @@ MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, 
     kernels = prepare_kernels(r.training.graph, device);
     r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
   }
-  r.planned = plan_training_step(r.training, mode.alloc, device, prune_above, std::move(kernels), -1, mode.balance);
+  r.planned = plan_training_step(r.training, mode.alloc, {.device = device, .prune_above = prune_above, .kernels = std::move(kernels), .balance = mode.balance});
   return r;
 }
 
@@ -470,8 +470,9 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
   ctx.finish_order(best);
   if (mode.alloc == AllocMode::share && mode.placement_seconds > 0 && best.planned.report.arena_bytes > best.planned.report.max_live_bytes) {
     // The plan chosen, placed exactly (its candidates were compared by their best-fit packings).
-    best.planned = plan_training_step(best.training, mode.alloc, device, -1, std::move(best.planned.plan.kernels), mode.placement_seconds,
-                                      mode.balance);
+    best.planned = plan_training_step(best.training, mode.alloc,
+                                      {.device = device, .kernels = std::move(best.planned.plan.kernels),
+                                       .exact_seconds = mode.placement_seconds, .balance = mode.balance});
   }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;

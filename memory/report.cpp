@@ -8,8 +8,9 @@
 
 namespace mnemo {
 
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device, int64_t prune_above,
-                               std::vector<PreparedKernel> kernels, double exact_seconds, double balance) {
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, StepPlanOptions options) {
+  const Device* device = options.device;
+  const double balance = options.balance;
   const Graph& g = tg.graph;
   // Packed after the feature maps: the parameter gradients (with data parallelism also the
   // all-reduce bucket buffers, docs/PARALLEL.md), and with the optimiser inside the step
@@ -28,7 +29,7 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const De
   }
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads, device, prune_above, std::move(kernels), exact_seconds);
+  out.plan = plan_memory(g, mode, &st, grads, device, options.prune_above, std::move(options.kernels), options.exact_seconds);
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());

@@ -49,14 +49,20 @@ struct PlannedStep {
   MemoryReport report;
 };
 
-// Plans the training graph's memory and reports it. `device`: the backend the plan is for (null:
-// the CPU).
-// `prune_above` >= 0: see plan_memory; a pruned step has report.pruned set, arena_bytes -1 and
-// max_live_bytes (a lower bound of its arena) filled in.
-// `kernels`, `exact_seconds`: see plan_memory. `balance`: the cost estimates' FLOPs per byte.
-PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, const Device* device = nullptr,
-                               int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,
-                               double balance = kDefaultBalance);
+// How plan_training_step plans: `device`, the backend the plan is for (null: the CPU);
+// `prune_above` >= 0: see plan_memory (a pruned step has report.pruned set, arena_bytes -1 and
+// max_live_bytes, a lower bound of its arena, filled in); `kernels`, `exact_seconds`: see
+// plan_memory; `balance`: the cost estimates' FLOPs per byte.
+struct StepPlanOptions {
+  const Device* device = nullptr;
+  int64_t prune_above = -1;
+  std::vector<PreparedKernel> kernels = {};
+  double exact_seconds = -1;
+  double balance = kDefaultBalance;
+};
+
+// Plans the training graph's memory and reports it.
+PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, StepPlanOptions options = {});
 
 // recompute / (step - recompute): the plan's extra work over the plain step (0 when nothing else
 // runs), in FLOPs and in roofline cost.

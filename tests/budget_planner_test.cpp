@@ -79,7 +79,7 @@ TEST(MirrorPlanner, BudgetMinimisesTheCostOfItsBalance) {
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   const Graph& fwd = p.model.builder.graph();
   auto cost_at = [&](const MirrorPlan& m, double balance) {
-    return plan_training_step(build_training_graph(fwd, p.model.loss, m), AllocMode::share, nullptr, -1, {}, -1, balance).report;
+    return plan_training_step(build_training_graph(fwd, p.model.loss, m), AllocMode::share, {.balance = balance}).report;
   };
   int differ = 0;
   for (const std::string r : {"0.3x", "0.55x", "0.7x"}) {

@@ -334,7 +334,7 @@ TEST(OptimalCheckpoints, KnapsackBoundHoldsForEveryPlanAndBalance) {
     for (const double balance : {0.0, kDefaultBalance, 1000.0}) {
       std::vector<std::pair<int64_t, double>> by_arena, by_end;  // (limit met, recompute cost) of every plan
       for (size_t i = 0; i < plans.size(); ++i) {
-        const MemoryReport r = plan_training_step(build_training_graph(g, loss, plans[i]), AllocMode::share, nullptr, -1, {}, -1, balance).report;
+        const MemoryReport r = plan_training_step(build_training_graph(g, loss, plans[i]), AllocMode::share, {.balance = balance}).report;
         by_arena.push_back({r.total_bytes - fixed, r.recompute_cost});
         by_end.push_back({at_end[i], r.recompute_cost});
       }
@@ -421,7 +421,7 @@ TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
     std::vector<std::pair<int64_t, double>> all;  // (total, recompute cost) of every plan of the space
     for (uint32_t mask = 0; mask < (1u << compute.size()); ++mask) {
       const MemoryReport r =
-          plan_training_step(build_training_graph(g, loss, mask_plan(g, compute, mask)), AllocMode::share, nullptr, -1, {}, -1, balance).report;
+          plan_training_step(build_training_graph(g, loss, mask_plan(g, compute, mask)), AllocMode::share, {.balance = balance}).report;
       all.push_back({r.total_bytes, r.recompute_cost});
     }
     std::vector<int64_t> totals;
