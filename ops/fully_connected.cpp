@@ -4,15 +4,20 @@
 //   fully_connected_grad_weight(dy[N,M], x[N,D] [, sum[M,D]])   dw[M,D] = dy^T x (+ sum)
 //   fully_connected_grad_bias(dy[N,M])             db[M]   = sum_n dy[n,:]  (n in order: deterministic)
 // N batch, D input features, M output features. float32: the forward is oneDNN's matmul primitive
-// (prepared per node); dy^T x MKL's sgemm in a build with MKL (scripts/build.sh), else oneDNN's
-// sgemm; dy w from 64 batch rows on MKL's sgemm, or oneDNN's matmul primitive without MKL, and
-// oneDNN's sgemm below (kMatmulDataRows); MNEMO_CPU_GEMM=onednn gives a build with MKL the choices
-// of one without (use_mkl); float64: Eigen. All multithreaded with OpenMP; each product costs 2*N*M*D flops.
+// (prepared per node); in a build with MKL (scripts/build.sh) the weight gradient accumulated into
+// a running sum is MKL's sgemm, and the overwriting products (dy^T x; dy w from 64 batch rows) are
+// MKL's on Intel CPUs; else dy^T x is oneDNN's sgemm and dy w from 64 rows oneDNN's matmul
+// primitive; dy w below 64 rows (kMatmulDataRows) is oneDNN's sgemm everywhere. MNEMO_CPU_GEMM=mkl
+// or onednn puts every backward product on one library (use_mkl); float64: Eigen. All
+// multithreaded with OpenMP; each product costs 2*N*M*D flops.
 #include <oneapi/dnnl/dnnl.h>
 #ifdef MNEMO_WITH_MKL
 #include <mkl_cblas.h>
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -64,34 +69,63 @@ constexpr bool kWithMkl = true;
 constexpr bool kWithMkl = false;
 #endif
 
-// Whether the backward products take MKL where it was chosen for them: in a build with MKL, unless
-// MNEMO_CPU_GEMM=onednn asks for a build without MKL's choices (oneDNN's sgemm and matmul
-// primitive), so that one build can run the op's tests both ways (tests/CMakeLists.txt). Read once;
-// any other value is an error naming the variable (thrown again at each call, so never a silent default).
-bool use_mkl() {
-  static const bool mkl = [] {
+// Whether this process runs on an Intel CPU (cpuid's vendor string): MKL's sgemm is fast there and
+// takes a slow path on others (docs/BENCHMARKS.md "A second CPU": 120-193 GFLOP/s on an AMD EPYC
+// where oneDNN's sgemm ran the same products at 323-469).
+bool cpu_is_intel() {
+  static const bool intel = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    char vendor[13];
+    std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+    vendor[12] = 0;
+    return std::strcmp(vendor, "GenuineIntel") == 0;
+#else
+    return false;
+#endif
+  }();
+  return intel;
+}
+
+// The two kinds of backward product, whose fastest library differs off Intel CPUs: one that
+// overwrites its output (dw = dy^T x, dx = dy w), and the weight gradient accumulated into the
+// running sum of a weight read at many steps (dw = sum + dy^T x: an LSTM's 63 of 64 time steps).
+enum class Product { overwrite, accumulate };
+
+// Whether a backward product takes MKL's sgemm (in a build with MKL). By default: the accumulating
+// one always, the overwriting ones on Intel CPUs only. In the LSTM step on an AMD EPYC (2026-11-28,
+// each call timed) oneDNN's sgemm overwrote at 323-387 GFLOP/s against MKL's 128-138, but
+// accumulated at 171-182 against MKL's 207-217; on Intel VMs MKL was ahead of oneDNN on both
+// (2026-11-27). MNEMO_CPU_GEMM=mkl or onednn puts every backward product on one library (onednn:
+// the choices of a build without MKL, oneDNN's sgemm and matmul primitive), so that one build
+// can run the op's tests every way (tests/CMakeLists.txt). Read once; any other value is an error
+// naming the variable (thrown again at each call, so never a silent default).
+bool use_mkl(Product p) {
+  static const int forced = [] {  // -1: by the rule above; 0: oneDNN; 1: MKL
     const char* env = std::getenv("MNEMO_CPU_GEMM");
     const std::string v = env ? env : "";
-    if (v.empty()) return kWithMkl;
+    if (v.empty()) return -1;
     MNEMO_CHECK(v == "mkl" || v == "onednn")
         << "environment variable MNEMO_CPU_GEMM: expected mkl or onednn (the library of fully_connected's "
            "backward products), got '" << v << "'";
     MNEMO_CHECK(v == "onednn" || kWithMkl)
         << "MNEMO_CPU_GEMM=mkl: this build has no MKL (scripts/build.sh installs it unless MNEMO_MKL=0)";
-    return v == "mkl";
+    return v == "mkl" ? 1 : 0;
   }();
-  return mkl;
+  if (forced >= 0) return forced == 1;
+  return kWithMkl && (p == Product::accumulate || cpu_is_intel());
 }
 
-// Row-major C[M,N] = op(A) op(B): float32 through MKL's sgemm where `mkl` asks for it in a build
-// with MKL (and MNEMO_CPU_GEMM does not say onednn), else oneDNN's sgemm; float64 through Eigen.
+// Row-major C[M,N] = op(A) op(B): float32 through MKL's sgemm where `mkl` asks for it (use_mkl),
+// else oneDNN's sgemm; float64 through Eigen.
 // ta / tb: whether A / B are stored transposed ([K,M] / [N,K]). beta: 0 overwrites C, 1 adds the product to it.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta = T(0),
           [[maybe_unused]] bool mkl = false) {
   if constexpr (std::is_same_v<T, float>) {
 #ifdef MNEMO_WITH_MKL
-    if (mkl && use_mkl()) {
+    if (mkl) {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                   ta ? M : K, B, tb ? K : N, beta, C, N);
       return;
@@ -230,11 +264,12 @@ std::vector<TensorType> infer_grad_data(const void*, std::span<const TensorType>
 //     (32x512->2048 and ->5000: ahead of MKL in 8 of 10 shape-runs);
 //   dw = dy^T x: MKL's sgemm in a build with MKL (ahead of oneDNN's sgemm in 11 of 15 shape-runs,
 //     126-294 GFLOP/s against 171-260; PyTorch's mm 185-247), else oneDNN's sgemm.
-// On an AMD VM (2026-11-21) MKL was the slowest library (it takes a slow path on AMD CPUs): build
-// without it there (scripts/build.sh with MNEMO_MKL=0).
+// On AMD VMs (2026-11-21, 2026-11-28) MKL was the slowest library for the products that overwrite
+// (it takes a slow path off Intel CPUs), so those go to oneDNN there (use_mkl); in the LSTM step
+// it was still the fastest at accumulating.
 constexpr int64_t kMatmulDataRows = 64;
 Prepared prepare_grad_data(const void*, std::span<const TensorType> in, std::span<const TensorType>) {
-  if (use_mkl() || in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
+  if (use_mkl(Product::overwrite) || in[0].dtype != DType::f32 || in[0].shape[0] < kMatmulDataRows) return {};
   const int64_t n = in[0].shape[0], m = in[0].shape[1], d = in[1].shape[1];
   return prepared(make_matmul(n, m, d, {d, 1}, false));  // w [M,D] as it is
 }
@@ -246,7 +281,7 @@ void grad_data_cpu(const KernelContext& c) {
   }
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_data", [&]<class T>() {
     const int64_t n = c.in[0].dim(0), m = c.in[1].dim(0), d = c.in[1].dim(1);
-    gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), T(0), n >= kMatmulDataRows);  // dx = dy w
+    gemm<T>(false, false, n, d, m, c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), T(0), n >= kMatmulDataRows && use_mkl(Product::overwrite));  // dx = dy w
   });
 }
 
@@ -271,14 +306,14 @@ void grad_weight_cpu(const KernelContext& c) {
     const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1), d = c.in[1].dim(1);
     T* dw = c.out[0].as<T>();
     if (c.in.size() == 2) {
-      gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(0), true);  // dw = dy^T x
+      gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(0), use_mkl(Product::overwrite));  // dw = dy^T x
       return;
     }
     // dw = sum + dy^T x: the GEMM accumulates into the output holding the sum (in place when the
     // planner put it there, else copied first), one pass over dw instead of a product and an add.
     const T* sum = c.in[2].as<T>();
     if (sum != dw) std::memcpy(dw, sum, static_cast<size_t>(m * d) * sizeof(T));
-    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(1), true);
+    gemm<T>(true, false, m, d, n, c.in[0].as<T>(), c.in[1].as<T>(), dw, T(1), use_mkl(Product::accumulate));
   });
 }
 
@@ -308,7 +343,10 @@ void grad_bias_cpu(const KernelContext& c) {
 
 }  // namespace
 
-const char* cpu_gemm_library() { return use_mkl() ? "MKL" : "oneDNN"; }
+const char* cpu_gemm_library() {
+  const bool over = use_mkl(Product::overwrite), acc = use_mkl(Product::accumulate);
+  return over && acc ? "MKL" : !over && !acc ? "oneDNN" : acc ? "MKL accumulating, oneDNN overwriting" : "oneDNN accumulating, MKL overwriting";
+}
 
 }  // namespace mnemo::ops
 

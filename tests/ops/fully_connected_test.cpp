@@ -57,10 +57,10 @@ TEST(FullyConnected, GradDataMatchesNaive) {  // dx[n,d] = sum_m dy[n,m] w[m,d]
 }
 
 // float32 (oneDNN's matmul primitive for the forward; dy w from 64 batch rows on MKL's sgemm, or
-// oneDNN's matmul primitive without MKL or under MNEMO_CPU_GEMM=onednn, oneDNN's sgemm below;
-// dy^T x, plain and accumulating, MKL's or oneDNN's sgemm) against the float64 results, on both
+// oneDNN's matmul primitive, oneDNN's sgemm below; dy^T x, plain and accumulating, MKL's or
+// oneDNN's sgemm: which, ops/fully_connected.cpp's use_mkl) against the float64 results, on both
 // sides of the 64-row switch; bitwise the same on a second run. ctest runs it again with
-// MNEMO_CPU_GEMM=onednn in a build with MKL (fully_connected_onednn_gemm).
+// MNEMO_CPU_GEMM=onednn and =mkl in a build with MKL (fully_connected_onednn_gemm, _mkl_gemm).
 TEST(FullyConnected, Float32PassesMatchFloat64OnBothSidesOfTheMatmulSwitch) {
   for (const Sizes& s : {Sizes{32, 50, 60}, Sizes{63, 40, 70}, Sizes{64, 40, 70}, Sizes{128, 96, 130}}) {
     Tensor x = rand64({s.n, s.d}, 8), w = rand64({s.m, s.d}, 9), b = rand64({s.m}, 10), dy = rand64({s.n, s.m}, 11);
