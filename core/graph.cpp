@@ -156,10 +156,7 @@ Cost node_cost(const Graph& g, int id) {
   // The default of OpDef::cost: no FLOPs, every input read and every output written once (a
   // layout reorder is a copy; until 2026-11-28 this returned zero, and budget took recomputing
   // `to_plain` / `to_blocked` for free).
-  Cost c;
-  for (const TensorType& t : in) c.bytes += static_cast<double>(t.bytes());
-  for (const TensorType& t : n.outputs) c.bytes += static_cast<double>(t.bytes());
-  return c;
+  return {0, io_bytes(in, n.outputs)};
 }
 
 const TensorType& Graph::type(EntryRef e) const {

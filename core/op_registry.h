@@ -36,6 +36,14 @@ struct Cost {
   // whichever takes longer. balance 0: FLOPs alone.
   double roofline(double balance) const { return flops > balance * bytes ? flops : balance * bytes; }
 };
+// Bytes of all inputs and outputs: OpDef::cost's default (node_cost), and what most ops' own cost
+// functions count as their traffic.
+inline double io_bytes(std::span<const TensorType> in, std::span<const TensorType> out) {
+  double b = 0;
+  for (const TensorType& t : in) b += static_cast<double>(t.bytes());
+  for (const TensorType& t : out) b += static_cast<double>(t.bytes());
+  return b;
+}
 // The machine balance the planners' cost estimates assume by default (FLOPs per byte; measured on
 // the CPU and the GPUs mnemo runs on: docs/MEMORY.md "Recompute cost").
 inline constexpr double kDefaultBalance = 10.0;

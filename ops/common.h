@@ -114,14 +114,6 @@ inline Shape plain_shape(const Shape& blocked) {
   return s;
 }
 
-// Bytes of all inputs and outputs.
-inline double io_bytes(std::span<const TensorType> in, std::span<const TensorType> out) {
-  double b = 0;
-  for (const TensorType& t : in) b += static_cast<double>(t.bytes());
-  for (const TensorType& t : out) b += static_cast<double>(t.bytes());
-  return b;
-}
-
 // Inference: one output of the same type as input `i`; every input must have that type (float).
 inline InferFn infer_like_input(int i = 0) {
   return [i](const void*, std::span<const TensorType> in) -> std::vector<TensorType> {

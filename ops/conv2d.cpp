@@ -409,7 +409,7 @@ MNEMO_REGISTER_OPS(conv2d) {
   d.infer = infer_conv2d;
   d.grad = grad_conv2d;
   d.cost = [](const void* params, std::span<const TensorType> in, std::span<const TensorType> out) {
-    return Cost{forward_geom(*static_cast<const Params*>(params), in).flops(), ops::io_bytes(in, out)};
+    return Cost{forward_geom(*static_cast<const Params*>(params), in).flops(), io_bytes(in, out)};
   };
   d.prepare = prepare_conv2d;
   d.cpu = conv2d_cpu;

@@ -260,7 +260,7 @@ MNEMO_REGISTER_OPS(conv2d_grad) {
     d.min_inputs = d.max_inputs = 1;
     d.infer = infer_grad_bias;
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
-      return Cost{static_cast<double>(in[0].numel()), mnemo::ops::io_bytes(in, out)};
+      return Cost{static_cast<double>(in[0].numel()), io_bytes(in, out)};
     };
     d.cpu = grad_bias_cpu;
     d.sample = OpSample{{}, {dy}};

@@ -35,7 +35,13 @@ expect gemm-env-bad 1 "environment variable MNEMO_CPU_GEMM: expected mkl or oned
 expect gemm-env-onednn 0 'CPU backward GEMMs: oneDNN' -- env MNEMO_CPU_GEMM=onednn "$mnemo" --version
 # mkl: accepted in a build with MKL; in one without (the sanitizer build, the GPU bundle) an error.
 if env -u MNEMO_CPU_GEMM "$mnemo" --version | grep -q 'GEMMs: MKL'; then
-  expect gemm-env-mkl 0 'CPU backward GEMMs: MKL' -- env MNEMO_CPU_GEMM=mkl "$mnemo" --version
+  expect gemm-env-mkl 0 'CPU backward GEMMs: MKL\)' -- env MNEMO_CPU_GEMM=mkl "$mnemo" --version
+  # By default MKL overwrites only on Intel CPUs; elsewhere it only accumulates (use_mkl).
+  if grep -q 'vendor_id.*GenuineIntel' /proc/cpuinfo; then
+    expect gemm-default-intel 0 'CPU backward GEMMs: MKL\)' -- env -u MNEMO_CPU_GEMM "$mnemo" --version
+  else
+    expect gemm-default-other 0 'CPU backward GEMMs: MKL accumulating, oneDNN overwriting\)' -- env -u MNEMO_CPU_GEMM "$mnemo" --version
+  fi
 else
   expect gemm-env-mkl-absent 1 'MNEMO_CPU_GEMM=mkl: this build has no MKL' -- env MNEMO_CPU_GEMM=mkl "$mnemo" ops
 fi
