@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -112,10 +113,10 @@ std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::v
 
 // The order in which dropped nodes are kept back (the keep-back paths, the fills): ascending keys
 // put the most recompute cost per output byte first.
-double keep_back_key(const Graph& fwd, int v, double balance) {
+double keep_back_key(const Graph& fwd, int v, double balance, double also_saved = 0) {
   double bytes = 0;
   for (const TensorType& t : fwd.node(v).outputs) bytes += static_cast<double>(t.bytes());
-  return -node_cost(fwd, v).roofline(balance) / std::max(1.0, bytes);
+  return -(node_cost(fwd, v).roofline(balance) + also_saved) / std::max(1.0, bytes);
 }
 
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
@@ -130,7 +131,10 @@ struct FillStart {
   MirrorPlan plan;
   int64_t live_bytes = 0;
   std::vector<int64_t> live;
-  std::vector<Candidate> candidates;
+  // The candidates in two orders: by their own recompute cost per byte, and with what keeping
+  // them back also saves (prepare_fill); each order gives a fill.
+  std::array<std::vector<Candidate>, 2> candidates;
+  bool same_orders = false;
 };
 
 // A kept node adds its output bytes from where its forward buffer died (from its forward step when
@@ -156,22 +160,50 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
   for (const auto& outs : l.entry_buffer)
     for (int b : outs)
       if (b >= 0) ++entries[b];
-  std::vector<std::pair<double, int>> order;
-  for (size_t v = 0; v < fwd.size(); ++v) {
-    const Node& node = fwd.node(static_cast<int>(v));
-    if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
-    order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v)});
+  // What keeping a node back saves besides its own recompute: a recomputed copy that only
+  // recomputed copies read (an LSTM's gate products, read only by the gates' sum, read only by
+  // its split; a block's sum, recomputed only for its ReLU) is recomputed only for them, so its
+  // cost (and what was charged to it) is charged to those readers, 1/k to each of k, as the
+  // knapsack bound charges held inputs. Keeping all its readers back saves it.
+  std::vector<std::vector<int>> readers(static_cast<size_t>(steps));
+  for (int id = r.training.num_forward; id < steps; ++id)
+    for (const EntryRef& in : g.node(id).inputs)
+      if (in.node >= r.training.num_forward && g.node(in.node).role == NodeRole::recompute) {
+        auto& rs = readers[static_cast<size_t>(in.node)];
+        if (rs.empty() || rs.back() != id) rs.push_back(id);
+      }
+  std::vector<double> charged(static_cast<size_t>(steps), 0.0);
+  for (int id = r.training.num_forward; id < steps; ++id) {
+    const Node& n = g.node(id);
+    const auto& rs = readers[static_cast<size_t>(id)];
+    if (n.role != NodeRole::recompute || rs.empty() ||
+        !std::all_of(rs.begin(), rs.end(), [&](int w) { return g.node(w).role == NodeRole::recompute; }))
+      continue;
+    const double share = (node_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
+                         static_cast<double>(rs.size());
+    for (int w : rs) charged[static_cast<size_t>(w)] += share;
   }
-  std::sort(order.begin(), order.end());
-  for (const auto& [key, v] : order) {
-    FillStart::Candidate c{v, first_copy[v], {}};
-    const Node& node = fwd.node(v);
-    for (size_t j = 0; j < node.outputs.size(); ++j) {
-      const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
-      c.adds.push_back({b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v, align_up(node.outputs[j].bytes())});
+  for (int with_saved = 0; with_saved < 2; ++with_saved) {
+    std::vector<std::pair<double, int>> order;
+    for (size_t v = 0; v < fwd.size(); ++v) {
+      const Node& node = fwd.node(static_cast<int>(v));
+      if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
+      const double also = with_saved ? charged[static_cast<size_t>(first_copy[v])] : 0.0;
+      order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance, also), static_cast<int>(v)});
     }
-    f.candidates.push_back(std::move(c));
+    std::sort(order.begin(), order.end());
+    for (const auto& [key, v] : order) {
+      FillStart::Candidate c{v, first_copy[v], {}};
+      const Node& node = fwd.node(v);
+      for (size_t j = 0; j < node.outputs.size(); ++j) {
+        const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
+        c.adds.push_back({b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v, align_up(node.outputs[j].bytes())});
+      }
+      f.candidates[with_saved].push_back(std::move(c));
+    }
   }
+  f.same_orders = std::equal(f.candidates[0].begin(), f.candidates[0].end(), f.candidates[1].begin(), f.candidates[1].end(),
+                             [](const FillStart::Candidate& a, const FillStart::Candidate& b) { return a.node == b.node; });
   f.plan = std::move(plan);
   return f;
 }
@@ -191,10 +223,10 @@ struct Fill {
   MemoryReport report;
   bool repaired = false;
 };
-std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int64_t cap) {
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int order, int64_t cap) {
   StepLoad load(start.live);
   std::vector<int> keeps;
-  for (const FillStart::Candidate& c : start.candidates) {
+  for (const FillStart::Candidate& c : start.candidates[static_cast<size_t>(order)]) {
     bool fits = true;
     for (const auto& [from, bytes] : c.adds) fits = fits && (from >= c.to || load.max(from, c.to - 1) + bytes <= cap);
     if (!fits) continue;
@@ -649,20 +681,24 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         }
         starts[todo[k]] = prepare_fill(ctx, std::move(m));
       });
-      std::vector<std::optional<Fill>> filled(jobs[l].size());
-      parallel_each(jobs[l].size(), [&](size_t j) {
-        const FillStart& st = *starts[jobs[l][j].start];
-        if (st.live_bytes <= jobs[l][j].level) filled[j] = fill_to(ctx, st, jobs[l][j].level);
+      // Each job filled in both candidate orders (the second only where it differs).
+      std::vector<std::optional<Fill>> filled(2 * jobs[l].size());
+      parallel_each(filled.size(), [&](size_t k) {
+        const Job& job = jobs[l][k / 2];
+        const FillStart& st = *starts[job.start];
+        if (st.live_bytes <= job.level && (k % 2 == 0 || !st.same_orders)) filled[k] = fill_to(ctx, st, static_cast<int>(k % 2), job.level);
       });
       for (const std::optional<Fill>& f : filled) fill_repairs += f && f->repaired;
       bool added = false;
-      for (size_t j = 0; j < jobs[l].size(); ++j) {
-        if (!filled[j] || filled[j]->report.max_live_bytes <= jobs[l][j].below) continue;
-        if (std::find(plans.begin(), plans.end(), filled[j]->plan) != plans.end()) continue;  // (two bases, one plan)
-        plans.push_back(std::move(filled[j]->plan)), reps.push_back(filled[j]->report);
+      for (size_t k = 0; k < filled.size(); ++k) {
+        const Job& job = jobs[l][k / 2];
+        if (!filled[k] || filled[k]->report.max_live_bytes <= job.below) continue;
+        if (std::find(plans.begin(), plans.end(), filled[k]->plan) != plans.end()) continue;  // (two bases or orders, one plan)
+        plans.push_back(std::move(filled[k]->plan)), reps.push_back(filled[k]->report);
         SearchStep st;
-        st.origin = start_keys[jobs[l][j].start].second ? "fill+cheap" : "fill", st.budget = static_cast<double>(jobs[l][j].level);
-        st.kept_cuts = log[start_keys[jobs[l][j].start].first].kept_cuts;
+        st.origin = std::string(start_keys[job.start].second ? "fill+cheap" : "fill") + (k % 2 ? "+chains" : "");
+        st.budget = static_cast<double>(job.level);
+        st.kept_cuts = log[start_keys[job.start].first].kept_cuts;
         log.push_back(st);
         added = true;
       }

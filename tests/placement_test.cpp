@@ -206,12 +206,14 @@ void expect_start_at_the_bound(const std::string& file, const std::string& mode,
   EXPECT_GT(compared, 1000);
 }
 
-// ResNet-152's budget=0.5x plan (a filled member, at its level over many steps): best fit is 0.8%
-// above the live bytes and the searches from it stopped 0.02% above them after 5 s (tiny
-// BatchNorm statistics live through the whole step ended on top of the one peak step); the start
-// stacked at the peak (the buffers live there, longest lived lowest) is at the bound as it is.
+// ResNet-152's budget=0.55x plan (a filled member, at its level over many steps): best fit is 1.2%
+// above the live bytes; the start stacked at the peak (the buffers live there, longest lived
+// lowest) is at the bound as it is. (This was the budget=0.5x plan, where the searches from best
+// fit stopped 0.02% above the bound after 5 s, tiny BatchNorm statistics living through the whole
+// step ending on top of the one peak step; since fills keep back in a second order too, 0.5x
+// chooses another plan, which no start packs at the bound as it is and the searches do in 0.04 s.)
 TEST(Placement, TheStartStackedAtThePeakReachesTheBoundOfAFilledBudgetPlan) {
-  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.5x", {"stacked at the peak, longest lived lowest"}, false);
+  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.55x", {"stacked at the peak, longest lived lowest"}, false);
 }
 
 // The start stacked at the peak with the latest end lowest (the buffers that die first after the
