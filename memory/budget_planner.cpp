@@ -119,6 +119,40 @@ double keep_back_key(const Graph& fwd, int v, double balance, double also_saved 
   return -(node_cost(fwd, v).roofline(balance) + also_saved) / std::max(1.0, bytes);
 }
 
+// What keeping each dropped forward node of `r`'s plan back saves besides its own recompute: a
+// recomputed copy that only recomputed copies read (an LSTM's gate products, read only by the
+// gates' sum, read only by its split; a block's sum, recomputed only for its ReLU) is recomputed
+// only for them, so its cost (and what was charged to it) is charged to those readers, 1/k to
+// each of k, as the knapsack bound charges held inputs. Keeping all its readers back saves it.
+// Per forward node: what was charged to its first recomputed copy (0 when it has none).
+std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r) {
+  const Graph& g = r.training.graph;
+  const Graph& fwd = ctx.fwd;
+  const int steps = static_cast<int>(g.size());
+  std::vector<std::vector<int>> readers(static_cast<size_t>(steps));
+  for (int id = r.training.num_forward; id < steps; ++id)
+    for (const EntryRef& in : g.node(id).inputs)
+      if (in.node >= r.training.num_forward && g.node(in.node).role == NodeRole::recompute) {
+        auto& rs = readers[static_cast<size_t>(in.node)];
+        if (rs.empty() || rs.back() != id) rs.push_back(id);
+      }
+  std::vector<double> charged(static_cast<size_t>(steps), 0.0);
+  std::vector<double> out(fwd.size(), 0.0);
+  std::vector<char> seen(fwd.size(), 0);
+  for (int id = r.training.num_forward; id < steps; ++id) {
+    const Node& n = g.node(id);
+    if (n.role != NodeRole::recompute) continue;
+    if (n.source >= 0 && n.source < static_cast<int>(fwd.size()) && !seen[static_cast<size_t>(n.source)])
+      seen[static_cast<size_t>(n.source)] = 1, out[static_cast<size_t>(n.source)] = charged[static_cast<size_t>(id)];
+    const auto& rs = readers[static_cast<size_t>(id)];
+    if (rs.empty() || !std::all_of(rs.begin(), rs.end(), [&](int w) { return g.node(w).role == NodeRole::recompute; })) continue;
+    const double share = (node_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
+                         static_cast<double>(rs.size());
+    for (int w : rs) charged[static_cast<size_t>(w)] += share;
+  }
+  return out;
+}
+
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
 // bytes at each step of its schedule, and its dropped nodes a fill may keep back, the most
 // recompute cost per byte first. Prepared once and filled up to several levels.
@@ -160,35 +194,13 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
   for (const auto& outs : l.entry_buffer)
     for (int b : outs)
       if (b >= 0) ++entries[b];
-  // What keeping a node back saves besides its own recompute: a recomputed copy that only
-  // recomputed copies read (an LSTM's gate products, read only by the gates' sum, read only by
-  // its split; a block's sum, recomputed only for its ReLU) is recomputed only for them, so its
-  // cost (and what was charged to it) is charged to those readers, 1/k to each of k, as the
-  // knapsack bound charges held inputs. Keeping all its readers back saves it.
-  std::vector<std::vector<int>> readers(static_cast<size_t>(steps));
-  for (int id = r.training.num_forward; id < steps; ++id)
-    for (const EntryRef& in : g.node(id).inputs)
-      if (in.node >= r.training.num_forward && g.node(in.node).role == NodeRole::recompute) {
-        auto& rs = readers[static_cast<size_t>(in.node)];
-        if (rs.empty() || rs.back() != id) rs.push_back(id);
-      }
-  std::vector<double> charged(static_cast<size_t>(steps), 0.0);
-  for (int id = r.training.num_forward; id < steps; ++id) {
-    const Node& n = g.node(id);
-    const auto& rs = readers[static_cast<size_t>(id)];
-    if (n.role != NodeRole::recompute || rs.empty() ||
-        !std::all_of(rs.begin(), rs.end(), [&](int w) { return g.node(w).role == NodeRole::recompute; }))
-      continue;
-    const double share = (node_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
-                         static_cast<double>(rs.size());
-    for (int w : rs) charged[static_cast<size_t>(w)] += share;
-  }
+  const std::vector<double> charged = chain_charges(ctx, r);
   for (int with_saved = 0; with_saved < 2; ++with_saved) {
     std::vector<std::pair<double, int>> order;
     for (size_t v = 0; v < fwd.size(); ++v) {
       const Node& node = fwd.node(static_cast<int>(v));
       if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
-      const double also = with_saved ? charged[static_cast<size_t>(first_copy[v])] : 0.0;
+      const double also = with_saved ? charged[v] : 0.0;
       order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance, also), static_cast<int>(v)});
     }
     std::sort(order.begin(), order.end());
@@ -516,7 +528,9 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // Keep-back paths: from each of Chen's and the recursive plans that no other of them beats in
   // both live bytes and recompute, the dropped nodes kept back, the most recompute cost per
   // byte first; points along each path at fractions 2^(-k/2) of the dropped nodes, k = 1..7
-  // (8.8% .. 70.7%). They depend on the graph only, so the family is still fixed.
+  // (8.8% .. 70.7%). Then the same in the chains order (chain_charges: what keeping a node back
+  // also saves counted too; "keep-back+chains", members for the choice only, not for the fills'
+  // ladder and bases below). They depend on the graph only, so the family is still fixed.
   {
     const size_t base_members = plans.size();
     auto chen = [&](size_t i) { return log[i].origin == "sublinear" || log[i].origin == "recursive"; };
@@ -526,13 +540,19 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       if (chen(i) && same[i] == i) chens.push_back(i);
     const std::vector<size_t> bases = unbeaten(reps, chens);
     std::vector<MirrorPlan> paths;
-    for (size_t p : bases) {
+    // The chains order's charges of each base (chain_charges), from its light result.
+    std::vector<std::vector<double>> charges(bases.size());
+    parallel_each(bases.size(), [&](size_t k) { charges[k] = chain_charges(ctx, evaluate(plans[bases[k]], 0)); });
+    for (size_t pass = 0; pass < 2 * bases.size(); ++pass) {
+      const bool with_saved = pass >= bases.size();
+      const size_t b = pass % bases.size(), p = bases[b];
       const MirrorPlan& base = plans[p];
+      if (with_saved && std::all_of(charges[b].begin(), charges[b].end(), [](double c) { return c == 0; })) continue;  // (one order)
       std::vector<std::pair<double, int>> dropped;
       for (size_t v = 0; v < fwd.size(); ++v) {
         const Node& node = fwd.node(static_cast<int>(v));
         if (!base[v] || !node.is(OpKind::compute)) continue;
-        dropped.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v)});
+        dropped.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance, with_saved ? charges[b][v] : 0.0), static_cast<int>(v)});
       }
       std::sort(dropped.begin(), dropped.end());
       for (int k = kKeepBackPoints; k >= 1; --k) {
@@ -542,13 +562,14 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         for (size_t i = 0; i < j; ++i) m[dropped[i].second] = 0;
         paths.push_back(apply(views_follow(fwd, std::move(m))));
         SearchStep st;
-        st.origin = "keep-back", st.budget = static_cast<double>(j), st.kept_cuts = log[p].kept_cuts;
+        st.origin = with_saved ? "keep-back+chains" : "keep-back", st.budget = static_cast<double>(j), st.kept_cuts = log[p].kept_cuts;
         log.push_back(st);
       }
     }
     const std::vector<MemoryReport> more = light("keep-back members", paths);
     for (size_t k = 0; k < paths.size(); ++k) plans.push_back(std::move(paths[k])), reps.push_back(more[k]);
   }
+  auto for_fills = [&](size_t i) { return log[i].origin != "keep-back+chains"; };
   const int threads = std::max(1, omp_get_max_threads());
   // Packs the members of `order`, a batch of `threads` at a time, up to the first one `wanted`
   // (asked with what is packed so far) declines; that batch is still packed. Packing more
@@ -616,9 +637,15 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   const KnapsackBound knapsack(fwd, packed.at(0).training, mode.balance);
   int fill_levels = 0, skipped_levels = 0, fill_repairs = 0;
   {
-    const int64_t lo = std::min_element(reps.begin(), reps.end(), [](const MemoryReport& a, const MemoryReport& b) {
-                         return a.max_live_bytes < b.max_live_bytes;
-                       })->max_live_bytes;
+    // The ladder and the bases come from the members before the chains order's keep-back paths
+    // (which join the choice only): with those paths the family only grows, so no choice is
+    // worse than without them.
+    std::vector<size_t> all;
+    for (size_t i = 0; i < reps.size(); ++i)
+      if (for_fills(i)) all.push_back(i);
+    const int64_t lo = reps[*std::min_element(all.begin(), all.end(), [&](size_t a, size_t b) {
+                         return reps[a].max_live_bytes < reps[b].max_live_bytes;
+                       })].max_live_bytes;
     const int64_t hi = reps[0].max_live_bytes;
     std::vector<int64_t> levels;
     for (int k = 1; lo > 0; ++k) {
@@ -626,8 +653,6 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       if (level >= hi) break;
       levels.push_back(level);
     }
-    std::vector<size_t> all(reps.size());
-    std::iota(all.begin(), all.end(), size_t{0});
     for (size_t i : unbeaten(reps, all))
       if (reps[i].recompute_cost > 0 && reps[i].max_live_bytes > lo) levels.push_back(reps[i].max_live_bytes);
     std::sort(levels.begin(), levels.end());
@@ -651,7 +676,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       int taken = 0;
       for (size_t i : by_recompute) {
         if (taken == kFillBases) break;
-        if (reps[i].max_live_bytes > levels[l]) continue;
+        if (!for_fills(i) || reps[i].max_live_bytes > levels[l]) continue;
         ++taken;
         for (bool cheap : {false, true}) {
           const auto [it, fresh] = start_of.emplace(std::make_pair(i, cheap), start_keys.size());
