@@ -220,10 +220,11 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
   return f;
 }
 
-// `start` (live bytes within `cap`) filled up to `cap`: its candidates kept back one by one while
-// the estimated live bytes stay within `cap`, then planned exactly. When the exact live bytes
-// overshoot, the plan is repaired (up to kFillRepairs times): keeps whose values are live at the
-// exact peak are let go, the last kept first, until their bytes cover the overshoot. (The estimate
+// `start` (live bytes within `cap`) filled up to `cap` (fill_keeps, then fill_to): its candidates
+// kept back one by one while the estimated live bytes stay within `cap`, then planned exactly.
+// When the exact live bytes overshoot, the plan is repaired (up to kFillRepairs times): keeps
+// whose values are live at the exact peak are let go, the last kept first, until their bytes
+// cover the overshoot. (The estimate
 // misses where keeping a value moves its readers' recomputation later: on the paper's LSTM a kept
 // gate pre-activation of step 0 then lives to the end of backward.) After that, the first half of
 // the keeps, and so on. The plan, its light result and whether it is a repaired one; nullopt
@@ -235,7 +236,8 @@ struct Fill {
   MemoryReport report;
   bool repaired = false;
 };
-std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int order, int64_t cap) {
+// The keeps of a fill of `start` up to `cap` in candidate order `order` (the estimate; cheap).
+std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap) {
   StepLoad load(start.live);
   std::vector<int> keeps;
   for (const FillStart::Candidate& c : start.candidates[static_cast<size_t>(order)]) {
@@ -246,6 +248,10 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, int 
       if (from < c.to) load.add(from, c.to - 1, bytes);
     keeps.push_back(c.node);
   }
+  return keeps;
+}
+// `keeps` (fill_keeps') kept back from `start`, planned exactly and repaired (above).
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap) {
   if (keeps.empty()) return std::nullopt;
   auto plan_of = [&](size_t k) {  // the first k keeps
     MirrorPlan m = start.plan;
@@ -706,12 +712,21 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         }
         starts[todo[k]] = prepare_fill(ctx, std::move(m));
       });
-      // Each job filled in both candidate orders (the second only where it differs).
-      std::vector<std::optional<Fill>> filled(2 * jobs[l].size());
-      parallel_each(filled.size(), [&](size_t k) {
+      // Each job filled in both candidate orders (the second only where its keeps differ: the
+      // same keeps give the same plan).
+      std::vector<std::vector<int>> keeps(2 * jobs[l].size());
+      std::vector<size_t> fill_now;
+      for (size_t k = 0; k < keeps.size(); ++k) {
         const Job& job = jobs[l][k / 2];
         const FillStart& st = *starts[job.start];
-        if (st.live_bytes <= job.level && (k % 2 == 0 || !st.same_orders)) filled[k] = fill_to(ctx, st, static_cast<int>(k % 2), job.level);
+        if (st.live_bytes > job.level || (k % 2 == 1 && st.same_orders)) continue;
+        keeps[k] = fill_keeps(st, static_cast<int>(k % 2), job.level);
+        if (k % 2 == 0 || keeps[k] != keeps[k - 1]) fill_now.push_back(k);
+      }
+      std::vector<std::optional<Fill>> filled(keeps.size());
+      parallel_each(fill_now.size(), [&](size_t i) {
+        const size_t k = fill_now[i];
+        filled[k] = fill_to(ctx, *starts[jobs[l][k / 2].start], std::move(keeps[k]), jobs[l][k / 2].level);
       });
       for (const std::optional<Fill>& f : filled) fill_repairs += f && f->repaired;
       bool added = false;
