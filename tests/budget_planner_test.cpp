@@ -17,6 +17,19 @@ namespace {
 // A fill member's origin: fill or fill+cheap (its start), +chains (its keep-back order).
 bool is_fill(const std::string& origin) { return origin.rfind("fill", 0) == 0; }
 
+// The plans of a budget sweep, from the largest budget down: each within its budget, with no less
+// recompute and no larger total than the plan before it.
+struct MonotoneSweep {
+  double last_recompute = -1;
+  int64_t last_total = INT64_MAX;
+  void check(const MirrorResult& r, const std::string& what) {
+    EXPECT_LE(r.planned.report.total_bytes, r.budget_bytes) << what;
+    EXPECT_GE(r.planned.report.recompute_cost, last_recompute) << what;
+    EXPECT_LE(r.planned.report.total_bytes, last_total) << what;
+    last_recompute = r.planned.report.recompute_cost, last_total = r.planned.report.total_bytes;
+  }
+};
+
 // The fast solver's proven bound is the programme's LP relaxation, above the covering-knapsack
 // bound on ResNet-56 at sublinear's total (+9% at batch 64: 6.12 against 5.62 GFLOP). Until run_milp
 // read an LP's solution, the LP's bound was silently 0 and only the knapsack bound was reported;
@@ -311,16 +324,12 @@ TEST(MirrorPlanner, BudgetFillsCountTheRecomputeChainsTheyEnd) {
                                 "data: {source: synthetic-seq, shape: [16, 20], classes: 500, batch: 32}\n"
                                 "train: {steps: 1}\n", "lstm.yaml");
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  double last_recompute = -1;
-  int64_t last_total = INT64_MAX;
+  MonotoneSweep sweep;
   int better = 0, chains = 0;
   bool ran = false;
   for (const char* ratio : {"0.8x", "0.7x", "0.6x", "0.5x", "0.45x", "0.4x"}) {
     const MirrorResult r = plan_pipeline(c, p, std::string("budget=") + ratio, nullptr, true);
-    EXPECT_LE(r.planned.report.total_bytes, r.budget_bytes) << ratio;
-    EXPECT_GE(r.planned.report.recompute_cost, last_recompute) << ratio;
-    EXPECT_LE(r.planned.report.total_bytes, last_total) << ratio;
-    last_recompute = r.planned.report.recompute_cost, last_total = r.planned.report.total_bytes;
+    sweep.check(r, ratio);
     const auto chosen = std::find_if(r.search.begin(), r.search.end(), [](const SearchStep& st) { return st.chosen; });
     ASSERT_NE(chosen, r.search.end()) << ratio;
     const bool by_chains = chosen->origin.find("+chains") != std::string::npos;
@@ -357,15 +366,11 @@ TEST(MirrorPlanner, BudgetFillsRepairedAtTheirPeakStayWithinTheirLevel) {
                                 "data: {source: synthetic-seq, shape: [16, 20], classes: 10, batch: 128}\n"
                                 "train: {steps: 1}\n", "lstm.yaml");
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  double last_recompute = -1;
-  int64_t last_total = INT64_MAX;
+  MonotoneSweep sweep;
   int repairs = 0, fills = 0;
   for (const char* ratio : {"0.7x", "0.6x", "0.5x", "0.4x", "0.35x"}) {
     const MirrorResult r = plan_pipeline(c, p, std::string("budget=") + ratio, nullptr, true);
-    EXPECT_LE(r.planned.report.total_bytes, r.budget_bytes) << ratio;
-    EXPECT_GE(r.planned.report.recompute_cost, last_recompute) << ratio;
-    EXPECT_LE(r.planned.report.total_bytes, last_total) << ratio;
-    last_recompute = r.planned.report.recompute_cost, last_total = r.planned.report.total_bytes;
+    sweep.check(r, ratio);
     for (const SearchStep& st : r.search) {
       if (!is_fill(st.origin)) continue;
       ++fills;
