@@ -1,10 +1,10 @@
-// budget=SIZE: the family of mirror plans (the fast solver), its choice by exact plans, the
-// knapsack bound, and the programme of memory/budget_exact.h (its LP bound, or the exact solver).
+// budget=SIZE: the family of mirror plans (the fast solver), its choice by exact plans, and the
+// programme of memory/budget_exact.h (its LP bound, or the exact solver); the fills are in
+// memory/budget_fill.cpp, the knapsack bound in memory/knapsack_bound.cpp.
 // docs/MEMORY.md "budget=SIZE".
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,11 +17,10 @@
 #include <string>
 
 #include "memory/budget_exact.h"
+#include "memory/budget_fill.h"
 #include "memory/liveness.h"
 #include "memory/mirror_search.h"
 #include "memory/optimal_checkpoints.h"
-#include "memory/placement_util.h"
-#include "memory/step_load.h"
 
 namespace mnemo {
 
@@ -111,319 +110,7 @@ std::vector<size_t> unbeaten(const std::vector<MemoryReport>& reps, const std::v
   return out;
 }
 
-// The order in which dropped nodes are kept back (the keep-back paths, the fills): ascending keys
-// put the most recompute cost per output byte first.
-double keep_back_key(const Graph& fwd, int v, double balance, double also_saved = 0) {
-  double bytes = 0;
-  for (const TensorType& t : fwd.node(v).outputs) bytes += static_cast<double>(t.bytes());
-  return -(node_cost(fwd, v).roofline(balance) + also_saved) / std::max(1.0, bytes);
-}
-
-// What keeping each dropped forward node of `r`'s plan back saves besides its own recompute: a
-// recomputed copy that only recomputed copies read (an LSTM's gate products, read only by the
-// gates' sum, read only by its split; a block's sum, recomputed only for its ReLU) is recomputed
-// only for them, so its cost (and what was charged to it) is charged to those readers, 1/k to
-// each of k, as the knapsack bound charges held inputs. Keeping all its readers back saves it.
-// Per forward node: what was charged to its first recomputed copy (0 when it has none).
-std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r) {
-  const Graph& g = r.training.graph;
-  const Graph& fwd = ctx.fwd;
-  const int steps = static_cast<int>(g.size());
-  std::vector<std::vector<int>> readers(static_cast<size_t>(steps));
-  for (int id = r.training.num_forward; id < steps; ++id)
-    for (const EntryRef& in : g.node(id).inputs)
-      if (in.node >= r.training.num_forward && g.node(in.node).role == NodeRole::recompute) {
-        auto& rs = readers[static_cast<size_t>(in.node)];
-        if (rs.empty() || rs.back() != id) rs.push_back(id);
-      }
-  std::vector<double> charged(static_cast<size_t>(steps), 0.0);
-  std::vector<double> out(fwd.size(), 0.0);
-  std::vector<char> seen(fwd.size(), 0);
-  for (int id = r.training.num_forward; id < steps; ++id) {
-    const Node& n = g.node(id);
-    if (n.role != NodeRole::recompute) continue;
-    if (n.source >= 0 && n.source < static_cast<int>(fwd.size()) && !seen[static_cast<size_t>(n.source)])
-      seen[static_cast<size_t>(n.source)] = 1, out[static_cast<size_t>(n.source)] = charged[static_cast<size_t>(id)];
-    const auto& rs = readers[static_cast<size_t>(id)];
-    if (rs.empty() || !std::all_of(rs.begin(), rs.end(), [&](int w) { return g.node(w).role == NodeRole::recompute; })) continue;
-    const double share = (node_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
-                         static_cast<double>(rs.size());
-    for (int w : rs) charged[static_cast<size_t>(w)] += share;
-  }
-  return out;
-}
-
-// Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
-// bytes at each step of its schedule, and its dropped nodes a fill may keep back, the most
-// recompute cost per byte first. Prepared once and filled up to several levels.
-struct FillStart {
-  struct Candidate {
-    int node;
-    int to;                                      // the step of its first recomputed copy
-    std::vector<std::pair<int, int64_t>> adds;   // (from step, bytes) per output, up to `to`
-  };
-  MirrorPlan plan;
-  int64_t live_bytes = 0;
-  std::vector<int64_t> live;
-  // The candidates in two orders: by their own recompute cost per byte, and with what keeping
-  // them back also saves (prepare_fill); each order gives a fill.
-  std::array<std::vector<Candidate>, 2> candidates;
-  bool same_orders = false;
-};
-
-// A kept node adds its output bytes from where its forward buffer died (from its forward step when
-// a reader took that buffer over in place: the reader then needs a buffer of its own) to where
-// backward first recomputes it, and none of the recomputation it saves is subtracted: an estimate
-// from above but for what a broken in-place chain or a multi-output node adds beside it, so
-// fill_to plans the result exactly.
-FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
-  FillStart f;
-  const MirrorResult r = ctx.evaluate(plan, 0);
-  const Graph& g = r.training.graph;
-  const Graph& fwd = ctx.fwd;
-  const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
-  const int steps = static_cast<int>(g.size());
-  f.live = live_bytes_per_step(l, true, steps);
-  f.live_bytes = r.planned.report.max_live_bytes;
-  std::vector<int> first_copy(fwd.size(), -1);
-  for (int id = r.training.num_forward; id < steps; ++id)
-    if (const Node& n = g.node(id); n.role == NodeRole::recompute && n.source >= 0 && n.source < static_cast<int>(fwd.size()) &&
-                                    first_copy[n.source] < 0)
-      first_copy[n.source] = id;
-  std::vector<int> entries(l.buffers.size(), 0);  // entries stored in each buffer
-  for (const auto& outs : l.entry_buffer)
-    for (int b : outs)
-      if (b >= 0) ++entries[b];
-  const std::vector<double> charged = chain_charges(ctx, r);
-  for (int with_saved = 0; with_saved < 2; ++with_saved) {
-    std::vector<std::pair<double, int>> order;
-    for (size_t v = 0; v < fwd.size(); ++v) {
-      const Node& node = fwd.node(static_cast<int>(v));
-      if (!plan[v] || !node.is(OpKind::compute) || first_copy[v] < 0) continue;
-      const double also = with_saved ? charged[v] : 0.0;
-      order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance, also), static_cast<int>(v)});
-    }
-    std::sort(order.begin(), order.end());
-    for (const auto& [key, v] : order) {
-      FillStart::Candidate c{v, first_copy[v], {}};
-      const Node& node = fwd.node(v);
-      for (size_t j = 0; j < node.outputs.size(); ++j) {
-        const int b = j < l.entry_buffer[v].size() ? l.entry_buffer[v][j] : -1;
-        c.adds.push_back({b >= 0 && entries[b] == 1 ? l.buffers[b].end + 1 : v, align_up(node.outputs[j].bytes())});
-      }
-      f.candidates[with_saved].push_back(std::move(c));
-    }
-  }
-  f.same_orders = std::equal(f.candidates[0].begin(), f.candidates[0].end(), f.candidates[1].begin(), f.candidates[1].end(),
-                             [](const FillStart::Candidate& a, const FillStart::Candidate& b) { return a.node == b.node; });
-  f.plan = std::move(plan);
-  return f;
-}
-
-// `start` (live bytes within `cap`) filled up to `cap` (fill_keeps, then fill_to): its candidates
-// kept back one by one while the estimated live bytes stay within `cap`, then planned exactly.
-// When the exact live bytes overshoot, the plan is repaired (up to kFillRepairs times): keeps
-// whose values are live at the exact peak are let go, the last kept first, until their bytes
-// cover the overshoot. (The estimate
-// misses where keeping a value moves its readers' recomputation later: on the paper's LSTM a kept
-// gate pre-activation of step 0 then lives to the end of backward.) After that, the first half of
-// the keeps, and so on. The plan, its light result and whether it is a repaired one; nullopt
-// when nothing could be kept. (A second round from the filled plan found nothing more on
-// ResNet-56 and ResNet-152, at twice the cost.)
-constexpr int kFillRepairs = 2;
-struct Fill {
-  MirrorPlan plan;
-  MemoryReport report;
-  bool repaired = false;
-};
-// The keeps of a fill of `start` up to `cap` in candidate order `order` (the estimate; cheap).
-std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap) {
-  StepLoad load(start.live);
-  std::vector<int> keeps;
-  for (const FillStart::Candidate& c : start.candidates[static_cast<size_t>(order)]) {
-    bool fits = true;
-    for (const auto& [from, bytes] : c.adds) fits = fits && (from >= c.to || load.max(from, c.to - 1) + bytes <= cap);
-    if (!fits) continue;
-    for (const auto& [from, bytes] : c.adds)
-      if (from < c.to) load.add(from, c.to - 1, bytes);
-    keeps.push_back(c.node);
-  }
-  return keeps;
-}
-// `keeps` (fill_keeps') kept back from `start`, planned exactly and repaired (above).
-std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap) {
-  if (keeps.empty()) return std::nullopt;
-  auto plan_of = [&](size_t k) {  // the first k keeps
-    MirrorPlan m = start.plan;
-    for (size_t j = 0; j < k; ++j) m[keeps[j]] = 0;
-    return ctx.apply(views_follow(ctx.fwd, std::move(m)));
-  };
-  for (int repair = 0;; ++repair) {
-    MirrorPlan m = plan_of(keeps.size());
-    const MirrorResult r = ctx.evaluate(m, 0);
-    if (r.planned.report.max_live_bytes <= cap) return Fill{std::move(m), r.planned.report, repair > 0};
-    if (repair == kFillRepairs) break;
-    // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
-    // go from the last kept (the least cost per byte) back until their bytes cover the overshoot.
-    const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
-    const int peak = placing::heaviest_step(live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size())));
-    int64_t over = r.planned.report.max_live_bytes - cap;
-    std::vector<char> drop(keeps.size(), 0);
-    for (size_t j = keeps.size(); j-- > 0 && over > 0;) {
-      int64_t bytes = 0;
-      for (int b : l.entry_buffer[static_cast<size_t>(keeps[j])])
-        if (b >= 0 && placing::live_at(l.buffers[static_cast<size_t>(b)], peak)) bytes += placing::size_of(l.buffers[static_cast<size_t>(b)]);
-      if (bytes > 0) drop[j] = 1, over -= bytes;
-    }
-    if (over > 0) break;  // the keeps live at the peak do not cover it: halving
-    std::vector<int> rest;
-    for (size_t j = 0; j < keeps.size(); ++j)
-      if (!drop[j]) rest.push_back(keeps[j]);
-    keeps = std::move(rest);
-    if (keeps.empty()) return std::nullopt;
-  }
-  // (All of `keeps` was planned above and overshot.)
-  for (size_t k = keeps.size() / 2; k > 0; k /= 2) {
-    MirrorPlan m = plan_of(k);
-    const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
-    if (rep.max_live_bytes <= cap) return Fill{std::move(m), rep, false};
-  }
-  return std::nullopt;
-}
-
 }  // namespace
-
-namespace {
-
-struct Piece {
-  double cost, bytes;
-};
-bool cheaper_per_byte(const Piece& a, const Piece& b) { return a.cost * b.bytes < b.cost * a.bytes; }
-
-}  // namespace
-
-KnapsackBound::KnapsackBound(const Graph& fwd, const TrainingGraph& tg, double balance) {
-  // Forward values the backward pass reads: per forward compute node, the bytes of its outputs
-  // read by backward nodes (a recomputed copy stands for its forward node, a view for the node
-  // whose memory it aliases). Whatever the mirror plan, a kept one of these is live when the
-  // forward pass ends (the schedule runs all of forward first), and a dropped one is recomputed
-  // at least once. `after`: read by any node after the forward pass, or a graph output or state
-  // update (live when the forward pass ends in every plan).
-  const Graph& g = tg.graph;
-  std::vector<std::vector<char>> read(fwd.size()), after(fwd.size());
-  for (size_t v = 0; v < fwd.size(); ++v) {
-    read[v].assign(fwd.node(static_cast<int>(v)).outputs.size(), 0);
-    after[v] = read[v];
-  }
-  // The forward compute entry `e` (of the training graph) stands for, through recomputed copies
-  // and views; node -1 when none.
-  auto owner = [&](EntryRef e) {
-    const Node& src = g.node(e.node);
-    // (nodes the optimiser update added after the gradient pass are not forward nodes)
-    int u = src.role == NodeRole::recompute ? src.source : (e.node < tg.num_forward ? e.node : -1);
-    if (u >= static_cast<int>(fwd.size())) u = -1;
-    int index = e.index;
-    while (u >= 0 && fwd.node(u).is(OpKind::view)) {  // the memory it aliases: that input's entry
-      const EntryRef in = fwd.node(u).inputs[0];
-      u = in.node, index = in.index;
-    }
-    return u >= 0 && fwd.node(u).is(OpKind::compute) ? EntryRef{u, index} : EntryRef{-1, 0};
-  };
-  for (size_t id = static_cast<size_t>(tg.num_forward); id < g.size(); ++id) {
-    const Node& n = g.node(static_cast<int>(id));
-    for (const EntryRef& x : n.inputs)
-      if (const EntryRef e = owner(x); e.node >= 0) {
-        after[e.node][e.index] = 1;
-        if (n.role == NodeRole::backward) read[e.node][e.index] = 1;
-      }
-  }
-  std::vector<EntryRef> pinned = g.outputs;
-  for (const StateUpdate& s : g.state_updates) pinned.push_back(s.value);
-  for (const EntryRef& x : pinned)
-    if (const EntryRef e = owner(x); e.node >= 0) after[e.node][e.index] = 1;
-  // Items: the forward nodes with outputs backward reads. One whose inputs include outputs of
-  // compute nodes u that nothing reads after the forward pass (a ReLU's batch norm, a
-  // concatenation's inputs) cannot be recomputed from nothing: each such u is recomputed too (its
-  // cost) or its outputs are held until backward recomputes the item (its bytes are then live
-  // when the forward pass ends: that much less saved). When k items read u that way, each is
-  // charged 1/k of u's cost and bytes, so the bound holds whichever of them a plan drops and
-  // whether it recomputes u or holds it (docs/MEMORY.md "The knapsack bound";
-  // OptimalCheckpoints.KnapsackBoundHoldsForEveryPlanAndBalance).
-  struct Item {
-    int node;
-    double cost, bytes;
-    std::vector<std::pair<int, double>> held;  // (u, bytes of u's outputs it reads)
-  };
-  std::vector<Item> items;
-  std::vector<int> sharing(fwd.size(), 0);  // per u: items holding it
-  for (size_t v = 0; v < fwd.size(); ++v) {
-    const Node& n = fwd.node(static_cast<int>(v));
-    double bytes = 0;
-    for (size_t j = 0; j < n.outputs.size(); ++j)
-      if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
-    if (bytes == 0) continue;
-    Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
-    std::vector<EntryRef> seen;
-    for (const EntryRef& x : n.inputs) {
-      const EntryRef e = owning_entry(fwd, x);
-      if (!fwd.node(e.node).is(OpKind::compute) || after[e.node][e.index] || e.node == it.node) continue;
-      if (std::find(seen.begin(), seen.end(), e) != seen.end()) continue;
-      seen.push_back(e);
-      const double b = static_cast<double>(fwd.type(e).bytes());
-      auto h = std::find_if(it.held.begin(), it.held.end(), [&](const auto& p) { return p.first == e.node; });
-      if (h == it.held.end()) it.held.push_back({e.node, b}), ++sharing[e.node];
-      else h->second += b;
-    }
-    items.push_back(std::move(it));
-    saved_ += bytes;
-  }
-  // The LP relaxation of the covering knapsack (at() below). An item's options (hold every u, or
-  // recompute some of them: cheapest cost per byte first is the best for its saving) as points
-  // (saved, cost), their lower convex hull from (0, 0) in pieces; all pieces cheapest cost per
-  // byte first, with their running sums.
-  std::vector<Piece> pieces;
-  for (const Item& it : items) {
-    std::vector<Piece> ups;  // recomputing u instead of holding it: its cost, the bytes it frees
-    double held = 0;
-    for (const auto& [u, b] : it.held) {
-      const double k = sharing[u];
-      ups.push_back({node_cost(fwd, u).roofline(balance) / k, b / k});
-      held += b / k;
-    }
-    std::sort(ups.begin(), ups.end(), cheaper_per_byte);
-    std::vector<Piece> hull{{0, 0}};  // (cost, saved) points
-    auto add = [&](double cost, double saves) {
-      saves = std::max(0.0, saves);
-      if (saves <= hull.back().bytes) return;  // (no more saved: a point above one already there)
-      auto below = [&](const Piece& a, const Piece& b) {  // b under the line from a to the new point
-        return (b.cost - a.cost) * (saves - a.bytes) < (cost - a.cost) * (b.bytes - a.bytes);
-      };
-      while (hull.size() >= 2 && !below(hull[hull.size() - 2], hull.back())) hull.pop_back();
-      hull.push_back({cost, saves});
-    };
-    double x = it.bytes - held, y = it.cost;
-    add(y, x);
-    for (const Piece& up : ups) add(y += up.cost, x += up.bytes);
-    for (size_t i = 1; i < hull.size(); ++i) pieces.push_back({hull[i].cost - hull[i - 1].cost, hull[i].bytes - hull[i - 1].bytes});
-  }
-  std::sort(pieces.begin(), pieces.end(), cheaper_per_byte);
-  bytes_.push_back(0), cost_.push_back(0);
-  for (const Piece& p : pieces) bytes_.push_back(bytes_.back() + p.bytes), cost_.push_back(cost_.back() + p.cost);
-}
-
-double KnapsackBound::at(int64_t arena_limit) const {
-  // Dropped ones must cover what does not fit: the cheapest pieces whose bytes reach it, the last
-  // one in part (all of them when even that is short: the bound of dropping everything).
-  const double need = saved_ - static_cast<double>(arena_limit);
-  if (need <= 0) return 0;
-  const size_t k = static_cast<size_t>(std::lower_bound(bytes_.begin(), bytes_.end(), need) - bytes_.begin());
-  if (k == bytes_.size()) return cost_.back();
-  return cost_[k - 1] + (cost_[k] - cost_[k - 1]) * (need - bytes_[k - 1]) / (bytes_[k] - bytes_[k - 1]);
-}
-
-double budget_lower_bound(const Graph& fwd, const TrainingGraph& tg, int64_t arena_limit, double balance) {
-  return KnapsackBound(fwd, tg, balance).at(arena_limit);
-}
 
 MirrorResult plan_budget(const PlanContext& ctx) {
   const Graph& fwd = ctx.fwd;
@@ -548,8 +235,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::vector<MirrorPlan> paths;
     // The chains order's charges of each base (chain_charges), from its light result.
     std::vector<std::vector<double>> charges(bases.size());
-    parallel_each(bases.size(), [&](size_t k) { charges[k] = chain_charges(ctx, evaluate(plans[bases[k]], 0)); });
-    for (size_t pass = 0; pass < 2 * bases.size(); ++pass) {
+    if (!mode.budget_first_order_only)
+      parallel_each(bases.size(), [&](size_t k) { charges[k] = chain_charges(ctx, evaluate(plans[bases[k]], 0)); });
+    const size_t orders = mode.budget_first_order_only ? 1 : 2;
+    for (size_t pass = 0; pass < orders * bases.size(); ++pass) {
       const bool with_saved = pass >= bases.size();
       const size_t b = pass % bases.size(), p = bases[b];
       const MirrorPlan& base = plans[p];
@@ -719,7 +408,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       for (size_t k = 0; k < keeps.size(); ++k) {
         const Job& job = jobs[l][k / 2];
         const FillStart& st = *starts[job.start];
-        if (st.live_bytes > job.level || (k % 2 == 1 && st.same_orders)) continue;
+        if (st.live_bytes > job.level || (k % 2 == 1 && mode.budget_first_order_only)) continue;
         keeps[k] = fill_keeps(st, static_cast<int>(k % 2), job.level);
         if (k % 2 == 0 || keeps[k] != keeps[k - 1]) fill_now.push_back(k);
       }

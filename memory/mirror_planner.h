@@ -61,6 +61,9 @@ struct MemoryMode {
   // budget: fill every live-bytes level, also those whose bound shows they cannot give the choice
   // (the same choice, more work; for tests)
   bool budget_fill_every_level = false;
+  // budget: keep back in the first order only (no keep-back paths or fills in the chains order,
+  // docs/MEMORY.md "Two keep-back orders"; a smaller family, for tests)
+  bool budget_first_order_only = false;
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
   ScheduleOrder order = ScheduleOrder::default_order;
   double order_seconds = 10;

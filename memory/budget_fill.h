@@ -1,0 +1,59 @@
+// budget=SIZE's fill members (docs/MEMORY.md "The family"): a member of the family (a fill start)
+// with its dropped nodes kept back, in one of two orders, as far as a live-bytes level allows,
+// then planned exactly and repaired when over the level; and the keep-back orders themselves,
+// which the keep-back paths share. Used by memory/budget_planner.cpp. Internal to memory/.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "memory/mirror_search.h"
+
+namespace mnemo {
+
+// The order in which dropped nodes are kept back (the keep-back paths, the fills): ascending keys
+// put the most recompute cost per output byte first; `also_saved`: the recompute cost keeping the
+// node back saves besides its own (chain_charges; 0: the first order).
+double keep_back_key(const Graph& fwd, int v, double balance, double also_saved = 0);
+
+// What keeping each dropped forward node of `r`'s plan back saves besides its own recompute: a
+// recomputed copy that only recomputed copies read (an LSTM's gate products, read only by the
+// gates' sum, read only by its split; a block's sum, recomputed only for its ReLU) is recomputed
+// only for them, so its cost (and what was charged to it) is charged to those readers, 1/k to
+// each of k, as the knapsack bound charges held inputs. Keeping all its readers back saves it.
+// Per forward node: what was charged to its first recomputed copy (0 when it has none).
+std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r);
+
+// Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
+// bytes at each step of its schedule, and its dropped nodes a fill may keep back. Prepared once
+// and filled up to several levels.
+struct FillStart {
+  struct Candidate {
+    int node;
+    int to;                                      // the step of its first recomputed copy
+    std::vector<std::pair<int, int64_t>> adds;   // (from step, bytes) per output, up to `to`
+  };
+  MirrorPlan plan;
+  int64_t live_bytes = 0;
+  std::vector<int64_t> live;
+  // The candidates in the two keep-back orders: by their own recompute cost per byte, and with
+  // what keeping them back also saves (chain_charges); each order gives a fill.
+  std::array<std::vector<Candidate>, 2> candidates;
+};
+FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan);
+
+struct Fill {
+  MirrorPlan plan;
+  MemoryReport report;
+  bool repaired = false;
+};
+// The keeps of a fill of `start` up to `cap` in candidate order `order` (0 or 1): the estimate,
+// cheap. Equal keeps give equal fills.
+std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap);
+// `keeps` (fill_keeps') kept back from `start`, planned exactly and repaired; nullopt when nothing
+// could be kept.
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap);
+
+}  // namespace mnemo
