@@ -25,6 +25,15 @@ namespace {
 constexpr size_t kFirstFreed = 24;
 // Buffers below 1/kSmallShare of the live bytes are packed after the others (place_exactly).
 constexpr int64_t kSmallShare = 4096;
+// small_on_top's second line between the buffers placed exactly and those stacked on top of them
+// (the first is kSmallShare), tried when the first does not reach the bound: a buffer of a few KiB
+// live at the peak then goes on top with the statistics and status words instead of holding the
+// large ones above their own bound. lstm-fashion-mnist's share step in the greedy order (a 14 KiB
+// and a 2 KiB buffer live at its peak, 1/1800 and 1/13000 of 26 MB) stopped 6 KiB above the bound
+// after 5 s with 1/4096 alone, and is at the bound in 2.6 s with both. With the wider line alone
+// the greedy order's Inception-v3 and lstm-paper share plans stopped above the bound after 5 s
+// (docs/BENCHMARKS.md "The small buffers on top: a second, wider line").
+constexpr int64_t kSmallOnTopShare = 1024;
 // The whole problem is searched when it has at most this many buffers.
 constexpr size_t kWholeBuffers = 400;
 // Lower bounds: at most this many windows, each of at most this many buffers.
@@ -414,7 +423,7 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
   return rep;
 }
 
-// The small buffers (below 1/kSmallShare of the live bytes: BatchNorm statistics, status words)
+// The small buffers (below 1/`line` of the live bytes: BatchNorm statistics, status words)
 // left out, the others placed exactly (place_exactly on them alone, within `seconds`), then the
 // small ones live at the heaviest step stacked on top of them (the latest end lowest) and the
 // others by best fit. When the large ones are at their own bound they leave no gap at that step
@@ -425,7 +434,7 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
 // for all their steps between the large ones, and placed with them reach the bound. Empty when
 // there are no small buffers (or only small ones), and inside its own place_exactly calls.
 std::vector<int64_t> small_on_top(const std::vector<Buffer>& items, const std::vector<int64_t>& offsets, int64_t live_bytes,
-                                  double seconds) {
+                                  int64_t line, double seconds) {
   thread_local int depth = 0;  // the rounds' place_exactly has small buffers of its own: no deeper call
   if (depth > 0) return {};
   struct Nested {
@@ -433,7 +442,7 @@ std::vector<int64_t> small_on_top(const std::vector<Buffer>& items, const std::v
     ~Nested() { --depth; }
   } nested;
   std::vector<char> exact(items.size(), 0);
-  const std::vector<int> large = at_least(items, live_bytes / kSmallShare);
+  const std::vector<int> large = at_least(items, live_bytes / line);
   if (large.empty() || large.size() == items.size()) return {};
   for (int i : large) exact[i] = 1;
   Liveness l;
@@ -510,12 +519,16 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
   // when at the bound, else searched from when lower than every other start (ResNet-101's and
   // Inception-v3's sublinear plans: the large ones at their own bound in 0.06 s, and the whole at
   // the bound, where the searches stopped 0.01-0.04% above it after 5 s with the small ones in
-  // the gaps).
-  if (std::vector<int64_t> st = small_on_top(items, offsets, live_bytes, kQuickShare * seconds); !st.empty()) {
+  // the gaps). With the line at kSmallShare, then, when that is not at the bound, at
+  // kSmallOnTopShare; a start lower than every other is searched first (lstm-fashion-mnist's
+  // greedy share step, with the wider line: at the bound in 1.7 s, 4.2 s as the last start).
+  for (const int64_t line : {kSmallShare, kSmallOnTopShare}) {
+    std::vector<int64_t> st = small_on_top(items, offsets, live_bytes, line, kQuickShare * seconds);
+    if (st.empty()) continue;
     if (at_bound(st)) return rep;
     int64_t least = INT64_MAX;
     for (const std::vector<int64_t>& other : starts) least = std::min(least, arena_top(items, other));
-    if (arena_top(items, st) < least) starts.push_back(std::move(st));
+    if (arena_top(items, st) < least) starts.insert(starts.begin(), std::move(st));
   }
   int64_t bound = live_bytes;
   // Searches from each of `from` for `secs`, at once on the threads (one per start, a batch of
