@@ -244,11 +244,11 @@ TrainingGraph build_gradient_graph(const Graph& forward, const std::vector<Seed>
   return Builder(Graph(forward), mirror).build(seeds, wrt, EntryRef{});
 }
 
-TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror) {
+TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror, bool index_names) {
   const TensorType& lt = forward.type(loss);
   MNEMO_CHECK(lt.numel() == 1 && is_float(lt.dtype)) << "the loss must be a float scalar, got " << lt.str();
   // The seed dL/dL = 1 is a forward constant node appended to a copy of the forward graph.
-  Graph fwd = forward;
+  Graph fwd = index_names ? forward : forward.copy_without_name_index();
   const EntryRef one = fwd.add1("constant", {}, {{"shape", std::vector<int64_t>(lt.shape.begin(), lt.shape.end())},
                                                  {"dtype", std::string(dtype_name(lt.dtype))}, {"value", 1.0}},
                                 "loss/grad_seed");

@@ -43,8 +43,10 @@ struct Seed {
   EntryRef gradient;  // an entry of the forward graph holding d(objective)/d(entry)
 };
 
-// Gradients of the scalar `loss` with respect to every trainable param.
-TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror);
+// Gradients of the scalar `loss` with respect to every trainable param. `index_names` false: the
+// graph is built without its name index (Graph::drop_name_index; the same nodes, names unchecked),
+// for the throwaway graphs the mirror searches only analyse.
+TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror, bool index_names = true);
 
 // General form: gradients of sum_i <seed_i.entry, seed_i.gradient> with respect to the output of
 // each node in `wrt` (params or inputs). A wrt node no gradient reaches gets a zero gradient.

@@ -54,6 +54,7 @@ void add_sgd_updates(TrainingGraph& tg, const SgdSpec& spec) {
   // added before any backward node and a backward node of the same name came later.
   auto claim = [&](const std::string& name) {
     // (Free, or a forward node's: then the add below reports the duplicate.)
+    if (!g.names_indexed()) return;  // (names unchecked: build_training_graph's index_names)
     if (const int id = g.find(name); id > forward_end) g.rename(id, g.unique_name(name));
   };
   std::vector<int> at_forward_end;  // placed right after the forward nodes

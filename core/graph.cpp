@@ -16,7 +16,7 @@ const char* role_name(NodeRole r) {
 }
 
 std::string Graph::unique_name(const std::string& base) const {
-  if (!by_name_.count(base)) return base;
+  if (!index_names_ || !by_name_.count(base)) return base;
   for (int i = 1;; ++i) {
     std::string n = base + "_" + std::to_string(i);
     if (!by_name_.count(n)) return n;
@@ -32,7 +32,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   const bool unnamed = name.empty() && defer_names_;
   if (!unnamed) {
     n.name = name.empty() ? unique_name(op + "_" + std::to_string(nodes_.size())) : std::move(name);
-    MNEMO_CHECK(!by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
+    MNEMO_CHECK(!index_names_ || !by_name_.count(n.name)) << "duplicate node name '" << n.name << "'";
   }
   // (Errors name the node; one added with its name deferred is named by its op and id.)
   auto who = [&] { return n.name.empty() ? "new node " + std::to_string(nodes_.size()) : "node '" + n.name + "'"; };
@@ -63,7 +63,7 @@ int Graph::add(const std::string& op, std::vector<EntryRef> inputs, Attrs attrs,
   }
   n.attrs = std::move(attrs);
   n.inputs = std::move(inputs);
-  if (!unnamed) by_name_.emplace(n.name, id);
+  if (!unnamed && index_names_) by_name_.emplace(n.name, id);
   nodes_.push_back(std::move(n));
   return id;
 }
@@ -97,7 +97,7 @@ int Graph::push(Node n) {
 
 void Graph::take_name(Node& n, int id) {
   // (one lookup when the name is new, as it is in graph rewrites: this runs per node per candidate plan)
-  if (by_name_.try_emplace(n.name, id).second) return;
+  if (!index_names_ || by_name_.try_emplace(n.name, id).second) return;
   n.name = unique_name(n.name);
   by_name_.emplace(n.name, id);
 }
@@ -128,7 +128,7 @@ std::vector<int> Graph::permute(const std::vector<int>& order) {
     for (EntryRef& e : node.inputs) e.node = new_id[e.node];
     nodes.push_back(std::move(node));
   }
-  for (auto it = by_name_.begin(); it != by_name_.end();) {
+  for (auto it = by_name_.begin(); index_names_ && it != by_name_.end();) {
     if (new_id[it->second] < 0) {
       it = by_name_.erase(it);
     } else {
@@ -175,6 +175,7 @@ void Graph::name_unnamed(int id, const std::string& base) {
 }
 
 int Graph::find(const std::string& name) const {
+  MNEMO_ASSERT(index_names_) << "find('" << name << "') in a graph whose names are not indexed";
   auto it = by_name_.find(name);
   return it == by_name_.end() ? -1 : it->second;
 }
@@ -182,6 +183,10 @@ int Graph::find(const std::string& name) const {
 void Graph::rename(int id, std::string name) {
   Node& n = nodes_.at(id);
   if (n.name == name) return;
+  if (!index_names_) {
+    n.name = std::move(name);
+    return;
+  }
   MNEMO_CHECK(!by_name_.count(name)) << "duplicate node name '" << name << "'";
   by_name_.erase(n.name);
   n.name = std::move(name);

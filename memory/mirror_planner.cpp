@@ -293,7 +293,9 @@ MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above) con
 MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above) const {
   MirrorResult r;
   r.mirror = m;
-  r.training = build_training_graph(fwd, loss, m);
+  // A light result (prune_above 0: liveness only, never chosen or packed as it is) is built
+  // without the name index: nothing reads its names (docs/MEMORY.md "Cost").
+  r.training = build_training_graph(fwd, loss, m, prune_above != 0);
   if (sgd) add_sgd_updates(r.training, *sgd);
   std::vector<PreparedKernel> kernels;
   if (order != ScheduleOrder::default_order) {

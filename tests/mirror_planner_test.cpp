@@ -352,6 +352,46 @@ TEST(MirrorPlanner, SublinearSearchLogsEveryBudgetAndMemoryOrdering) {
   EXPECT_LT(overhead, 0.5);
 }
 
+// The mirror searches build their throwaway training graphs without the name index
+// (build_training_graph's index_names = false, budget's light results): the same nodes, in the
+// same order, with the same inputs, types, roles and sources, so the same plan and report; only
+// the names go unchecked, and looking one up is an error.
+TEST(MirrorPlanner, TrainingGraphsWithoutTheNameIndexPlanTheSame) {
+  const Config r = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
+  const Pipeline p = build_pipeline(r, static_data_shape(r), 8);
+  const Graph& fwd = p.model.builder.graph();
+  for (const char* mode : {"share", "sublinear", "budget=0.5x"}) {
+    SCOPED_TRACE(mode);
+    const MirrorPlan m = plan_pipeline(r, p, mode).mirror;
+    TrainingGraph a = build_training_graph(fwd, p.model.loss, m);
+    TrainingGraph b = build_training_graph(fwd, p.model.loss, m, false);
+    EXPECT_TRUE(a.graph.names_indexed());
+    EXPECT_FALSE(b.graph.names_indexed());
+    add_sgd_updates(a, {0.9, 1e-4});
+    add_sgd_updates(b, {0.9, 1e-4});
+    ASSERT_EQ(a.graph.size(), b.graph.size());
+    EXPECT_GT(a.graph.size(), fwd.size() * 2);
+    for (size_t v = 0; v < a.graph.size(); ++v) {
+      const Node &x = a.graph.node(static_cast<int>(v)), &y = b.graph.node(static_cast<int>(v));
+      ASSERT_EQ(x.op, y.op) << x.name;
+      EXPECT_EQ(x.inputs, y.inputs) << x.name;
+      EXPECT_EQ(x.outputs, y.outputs) << x.name;
+      EXPECT_EQ(x.role, y.role) << x.name;
+      EXPECT_EQ(x.source, y.source) << x.name;
+    }
+    EXPECT_EQ(a.graph.outputs, b.graph.outputs);
+    EXPECT_EQ(a.optimizer_state, b.optimizer_state);
+    EXPECT_EQ(a.status, b.status);
+    const MemoryReport ra = plan_training_step(a, AllocMode::share).report, rb = plan_training_step(b, AllocMode::share).report;
+    EXPECT_EQ(ra.max_live_bytes, rb.max_live_bytes);
+    EXPECT_EQ(ra.arena_bytes, rb.arena_bytes);
+    EXPECT_EQ(ra.total_bytes, rb.total_bytes);
+    EXPECT_EQ(ra.recompute_cost, rb.recompute_cost);
+    EXPECT_GE(a.graph.find("optimizer/lr"), 0);
+    EXPECT_THROW(b.graph.find("optimizer/lr"), Error);
+  }
+}
+
 TEST(MirrorPlanner, ConfigOverridesWinOverPlanners) {
   Config c = small_resnet();
   const Pipeline p0 = build_pipeline(c, static_data_shape(c), 4);
