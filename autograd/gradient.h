@@ -44,7 +44,7 @@ struct Seed {
 };
 
 // Gradients of the scalar `loss` with respect to every trainable param. `index_names` false: the
-// graph is built without its name index (Graph::drop_name_index; the same nodes, names unchecked),
+// graph is built without its name index (Graph::copy_without_name_index; the same nodes, names unchecked),
 // for the throwaway graphs the mirror searches only analyse.
 TrainingGraph build_training_graph(const Graph& forward, EntryRef loss, const MirrorPlan& mirror, bool index_names = true);
 

@@ -87,15 +87,9 @@ class Graph {
   // `base` if no node has it, else the first of base_1, base_2, ... that none has.
   std::string unique_name(const std::string& base) const;
   bool trainable(int id) const;  // a param node with trainable=true
-  // Stops indexing names (and clears the index): names are then kept as given, unchecked and
-  // possibly repeated, and find() may not be called. For the throwaway training graphs the mirror
-  // searches plan by the hundred, where indexing every node's name was a tenth of the planning.
-  void drop_name_index() {
-    by_name_.clear();
-    index_names_ = false;
-  }
-  bool names_indexed() const { return index_names_; }
-  // A copy with drop_name_index() applied (the index is not copied).
+  // A copy that does not index names: its names are kept as given, unchecked and possibly
+  // repeated, and find() may not be called on it. For the throwaway training graphs the mirror
+  // searches build by the hundred, where indexing every node's name was a tenth of the planning.
   Graph copy_without_name_index() const {
     Graph g;
     g.nodes_ = nodes_;
@@ -105,6 +99,7 @@ class Graph {
     g.index_names_ = false;
     return g;
   }
+  bool names_indexed() const { return index_names_; }
 
   std::vector<EntryRef> outputs;             // kept alive to the end of the step
   std::vector<StateUpdate> state_updates;
