@@ -91,7 +91,7 @@ class Graph {
   // repeated, and find() may not be called on it. For the throwaway training graphs the mirror
   // searches build by the hundred, where indexing every node's name was a tenth of the planning.
   Graph copy_without_name_index() const {
-    Graph g;
+    Graph g;  // (every member but the index: a member added to Graph is copied here too)
     g.nodes_ = nodes_;
     g.outputs = outputs;
     g.state_updates = state_updates;

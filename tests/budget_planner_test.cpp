@@ -30,6 +30,15 @@ struct MonotoneSweep {
   }
 };
 
+// A 2-layer, 64-wide LSTM unrolled 16 steps on 20-dimensional inputs (the budget sweeps' LSTM):
+// a loss at every step or at the last, over `classes` classes, batch `batch`.
+Config sweep_lstm(bool per_step, int classes, int batch) {
+  return parse_config("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: " + std::string(per_step ? "true" : "false") +
+                          "}\ndata: {source: synthetic-seq, shape: [16, 20], classes: " + std::to_string(classes) +
+                          ", batch: " + std::to_string(batch) + "}\ntrain: {steps: 1}\n",
+                      "lstm.yaml");
+}
+
 // The fast solver's proven bound is the programme's LP relaxation, above the covering-knapsack
 // bound on ResNet-56 at sublinear's total (+9% at batch 64: 6.12 against 5.62 GFLOP). Until run_milp
 // read an LP's solution, the LP's bound was silently 0 and only the knapsack bound was reported;
@@ -320,9 +329,7 @@ TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
 // `none` computes. (Without the charges the two orders are one, and no member is named +chains:
 // this fails.) The sweep stays monotone.
 TEST(MirrorPlanner, BudgetFillsCountTheRecomputeChainsTheyEnd) {
-  const Config c = parse_config("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: true}\n"
-                                "data: {source: synthetic-seq, shape: [16, 20], classes: 500, batch: 32}\n"
-                                "train: {steps: 1}\n", "lstm.yaml");
+  const Config c = sweep_lstm(true, 500, 32);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   MonotoneSweep sweep;
   int better = 0, chains = 0;
@@ -362,9 +369,7 @@ TEST(MirrorPlanner, BudgetFillsCountTheRecomputeChainsTheyEnd) {
 // repaired at every budget of this sweep; each must still be within its level, the choice within
 // the budget and the sweep monotone.
 TEST(MirrorPlanner, BudgetFillsRepairedAtTheirPeakStayWithinTheirLevel) {
-  const Config c = parse_config("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: false}\n"
-                                "data: {source: synthetic-seq, shape: [16, 20], classes: 10, batch: 128}\n"
-                                "train: {steps: 1}\n", "lstm.yaml");
+  const Config c = sweep_lstm(false, 10, 128);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   MonotoneSweep sweep;
   int repairs = 0, fills = 0;
