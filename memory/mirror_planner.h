@@ -52,8 +52,9 @@ struct MemoryMode {
   // not monotone in SIZE: see docs/MEMORY.md).
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
-  // budget, fast: how long the LP bound's cutting rounds may run (`:fast=SECONDS`, 0: none); < 0:
-  // the default rounds (while the LP stays small)
+  // budget, fast: how long the bound may take, the root's cuts and the LP's cutting rounds
+  // (`:fast=SECONDS`, 0: neither); < 0: the default rounds (while the LP stays small) and, where
+  // the first LP is over that size, the root's cuts (docs/MEMORY.md "The programme")
   double budget_bound_seconds = -1;
   // budget: the recompute cost minimised is each recomputed node's Cost::roofline at this many
   // FLOPs per byte (`:balance=B`; 0: its FLOPs alone); every mode's report uses it
@@ -74,7 +75,7 @@ struct MemoryMode {
 // none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
 // GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by one
-// of :fast, :fast=SECONDS (the LP bound's rounds), :exact or :exact=SECONDS (the solver and its
+// of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :exact or :exact=SECONDS (the solver and its
 // time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
 MemoryMode parse_memory_mode(const std::string& name);
 // The names above without budget=SIZE (it needs a size), recursive with automatic depth.

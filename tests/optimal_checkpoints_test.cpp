@@ -412,7 +412,7 @@ namespace {
 // balance 1000 at every budget, 0 of 24 differ: MirrorPlanner.BudgetMinimisesTheCostOfItsBalance
 // checks that the balance changes the choice.)
 TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
-  int checked = 0, optimal = 0, nets = 0, raw_at_least = 0, differ = 0;
+  int checked = 0, optimal = 0, nets = 0, raw_at_least = 0, differ = 0, root_at_least = 0, fast_at_least = 0;
   std::map<std::pair<int, int64_t>, uint32_t> least_flops;  // (trial, budget) -> the plan of least FLOPs
   for (const double balance : {0.0, kDefaultBalance, 1000.0})
   for (const auto& [g, loss, compute, trial] : small_random_nets(21, 8)) {
@@ -453,6 +453,14 @@ TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
       ASSERT_FALSE(std::isnan(exact.proven_bound_cost));
       EXPECT_LE(exact.proven_bound_cost, least * (1 + 1e-6) + 1e-3) << "trial " << trial << " budget " << b << suffix;
       EXPECT_LE(fast.proven_bound_cost, least * (1 + 1e-6) + 1e-3) << "trial " << trial << " budget " << b << suffix;
+      // With the root node's cuts first (`:fast=SECONDS`): still a bound.
+      const MirrorResult root = plan_mirror(g, loss, parse_memory_mode("budget=" + std::to_string(b) + ":fast=5" + suffix), {}, nullptr);
+      // (It ran: its cuts are in the bound, or it showed nothing below the plan fits.)
+      EXPECT_TRUE(root.solver_status.find("root cuts") != std::string::npos || root.solver_status.find("optimal") != std::string::npos)
+          << root.solver_status;
+      EXPECT_LE(root.proven_bound_cost, least * (1 + 1e-6) + 1e-3) << "trial " << trial << " budget " << b << suffix << " :fast=5";
+      root_at_least += root.proven_bound_cost >= least * (1 - 1e-6) - 1e-3;
+      fast_at_least += fast.proven_bound_cost >= least * (1 - 1e-6) - 1e-3;
       raw_at_least += exact.proven_bound_cost >= least * (1 - 1e-6) - 1e-3;
       optimal += exact.planned.report.recompute_cost <= least * (1 + 1e-9) + 1e-3;
     }
@@ -460,6 +468,7 @@ TEST(BudgetExact, MatchesEnumerationOfEveryPlanOnSmallNets) {
   std::printf("budget exact on %d small nets: %d budgets, the least recompute of all plans reached on %d, proven (uncapped bound at it) on %d\n",
               nets, checked, optimal, raw_at_least);
   std::printf("  at balance 1000 the least-FLOPs plan costs more than the least-cost one at %d budgets\n", differ);
+  std::printf("  the fast solver's bound at the least on %d, with the root's cuts first (:fast=5) on %d\n", fast_at_least, root_at_least);
   EXPECT_GE(nets, 18);
   EXPECT_GE(checked, 36);
 }
