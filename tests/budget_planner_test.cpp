@@ -40,17 +40,27 @@ Config sweep_lstm(bool per_step, int classes, int batch) {
                       "lstm.yaml");
 }
 
+// ResNet-56 at batch 8 (plain activations) and budget's plan at `sublinear`'s total.
+Config resnet56_b8() {
+  Config c = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
+  c.data.batch = 8;
+  c.resnet.layout = "plain";
+  return c;
+}
+struct SublinearsTotal {
+  Config c = resnet56_b8();
+  Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  int64_t sub = plan_pipeline(c, p, "sublinear", nullptr, true).planned.report.total_bytes;
+  MirrorResult b = plan_pipeline(c, p, "budget=" + std::to_string(sub), nullptr, true);
+};
+
 // The fast solver's proven bound is the programme's LP relaxation, above the covering-knapsack
 // bound on ResNet-56 at sublinear's total (+9% at batch 64: 6.12 against 5.62 GFLOP). Until run_milp
 // read an LP's solution, the LP's bound was silently 0 and only the knapsack bound was reported;
 // this fails then.
 TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
-  Config c = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
-  c.data.batch = 8;
-  c.resnet.layout = "plain";
-  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  const int64_t sub = plan_pipeline(c, p, "sublinear", nullptr, true).planned.report.total_bytes;
-  const MirrorResult b = plan_pipeline(c, p, "budget=" + std::to_string(sub), nullptr, true);
+  const SublinearsTotal fixture;
+  const auto& [c, p, sub, b] = fixture;
   ASSERT_LE(b.planned.report.total_bytes, sub);
   EXPECT_NE(b.solver_status.find("programme lp"), std::string::npos) << b.solver_status;
   EXPECT_TRUE(b.bound_over_01);
@@ -103,12 +113,8 @@ TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
 // cuts only add rows) and is a bound: never above a plan that fits (the small nets' enumeration,
 // BudgetExact.MatchesEnumerationOfEveryPlanOnSmallNets, checks it against every plan).
 TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
-  Config c = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
-  c.data.batch = 8;
-  c.resnet.layout = "plain";
-  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  const int64_t sub = plan_pipeline(c, p, "sublinear", nullptr, true).planned.report.total_bytes;
-  const MirrorResult b = plan_pipeline(c, p, "budget=" + std::to_string(sub), nullptr, true);
+  const SublinearsTotal fixture;
+  const auto& [c, p, sub, b] = fixture;
   const Graph& fwd = p.model.builder.graph();
   TrainingGraph tg = build_training_graph(fwd, p.model.loss, {});
   add_sgd_updates(tg, {c.optimizer.momentum, c.optimizer.weight_decay});
