@@ -85,8 +85,9 @@ struct ExactBudgetOptions {
   // first LP was over lp_round_columns already (large graphs: a round adds thousands of copy
   // columns, the root adds rows); first: before the rounds, on the gaps they start from, and
   // again after them on the gaps they modelled, within lp_round_seconds (`:fast=SECONDS`; more
-  // gaps make the root slower). A root's bound at its time limit is not taken.
-  enum class Root { never, over_size, first } root = Root::never;
+  // gaps make the root slower). A root's bound at its time limit is not taken. The mixed-integer
+  // programme (integer true): after_rounds: after its LP rounds, on their gaps.
+  enum class Root { never, over_size, first, after_rounds } root = Root::never;
   // The mixed-integer programme (integer true) with lp_rounds > 0: the LP's cutting rounds run
   // first (on the same time limit, starting from lp_max_gaps gaps when > 0, else max_gaps), and
   // the programme starts with the gaps they modelled; the bound is the larger of theirs.

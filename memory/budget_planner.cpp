@@ -498,16 +498,18 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     // `:fast=SECONDS`: for up to SECONDS (0: none).
     // Then, where the first LP is over that size already (no rounds), the integer programme's
     // root node (CBC's cuts); `:fast=SECONDS` runs the root first, on the gaps the rounds start
-    // from, and again after them with the time left. (Not by default on smaller graphs: on
-    // ResNet-152 the root takes 0.6 s, 70% of its planning; docs/MEMORY.md "The root's cuts".)
+    // from, and again after them with the time left; `:exact`, after the rounds, before its
+    // programme. (Not by default on smaller graphs: on ResNet-152 the root takes 0.6 s, 70% of
+    // its planning; docs/MEMORY.md "The root's cuts".)
     eo.lp_rounds = kBudgetLpRounds;
     if (mode.budget_bound_seconds >= 0) {
       eo.lp_round_seconds = mode.budget_bound_seconds;
-      if (!exact) eo.root = ExactBudgetOptions::Root::first;
+      eo.root = ExactBudgetOptions::Root::first;
     } else {
       eo.lp_round_columns = kBudgetLpRoundColumns;
-      if (!exact) eo.root = ExactBudgetOptions::Root::over_size;
+      eo.root = ExactBudgetOptions::Root::over_size;
     }
+    if (exact) eo.root = ExactBudgetOptions::Root::after_rounds;  // (`:exact`: then its programme)
     if (exact)
       eo.progress = [next = 1.0](int solves, double seconds, double best_cost, double bound_cost) mutable {
         if (seconds < next) return;  // from 1 s on, at most one line a second
