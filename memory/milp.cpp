@@ -34,7 +34,8 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   for (int c = 0; c < cols; ++c)
     if (lp.integer[c]) Cbc_setInteger(m, c), mip = true;
   Cbc_setLogLevel(m, 0);
-  Cbc_setMaximumSeconds(m, std::max(0.05, seconds));
+  const double limit = std::max(0.05, seconds);
+  Cbc_setMaximumSeconds(m, limit);
   if (cutoff < kInf) Cbc_setCutoff(m, cutoff);
   Cbc_setAllowableFractionGap(m, relative_gap);
   if (!preprocess) Cbc_setParameter(m, "preprocess", "off");
@@ -59,7 +60,7 @@ Solved run_milp(const Lp& lp, double seconds, double cutoff, double relative_gap
   s.time_limit = Cbc_isSecondsLimitReached(m);
   const double* x = Cbc_bestSolution(m);
   if (!x && !mip && s.optimal) x = Cbc_getColSolution(m);  // an LP's optimum (CBC keeps no "best solution" for it)
-  if (s.infeasible && mip && (mip_start || took >= 0.5 * seconds)) {
+  if (s.infeasible && mip && (mip_start || took >= 0.5 * limit)) {
     // CBC 2.10's preprocessing, entered with the time nearly spent by the root LP, can report
     // "cut generators found to be infeasible" for a programme whose start is feasible: not proven,
     // and whatever CBC holds then is not trusted (no solution, no bound). Seen without a start too
