@@ -490,15 +490,12 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     const double first = root_first ? root_bound(md, limit, gaps, best, std::max(0.05, o.lp_round_seconds - elapsed())) : 0;
     const LpBound lp = lp_bound(md, limit, gaps, best, o, elapsed);
     out.bound_cost = std::max(lp.bound_cost, first), out.status = lp.status, out.solves = lp.solves + root_first;
-    const bool over_size = o.root == ExactBudgetOptions::Root::over_size && o.lp_round_seconds <= 0 && lp.solves == 1 &&
-                           lp.columns > o.lp_round_columns && lp.status == "lp";
-    // `first`: again on the gaps the rounds modelled, with the time left.
-    const bool again = root_first && lp.solves > 1 && lp.status != "optimal" && lp.status != "infeasible" && o.lp_round_seconds - elapsed() > 0.05;
-    if (over_size || again) {
-      out.bound_cost = std::max(out.bound_cost, root_bound(md, limit, gaps, best, std::max(0.05, (again ? o.lp_round_seconds : o.seconds) - elapsed())));
+    // Again on the gaps the rounds modelled, with the time left.
+    if (root_first && lp.solves > 1 && lp.status != "optimal" && lp.status != "infeasible" && o.lp_round_seconds - elapsed() > 0.05) {
+      out.bound_cost = std::max(out.bound_cost, root_bound(md, limit, gaps, best, o.lp_round_seconds - elapsed()));
       ++out.solves;
     }
-    if ((root_first || over_size) && out.status != "optimal") out.status += ", root cuts";
+    if (root_first && out.status != "optimal") out.status += ", root cuts";
     out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
     out.proven = std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9);
     out.seconds = elapsed();

@@ -79,15 +79,13 @@ struct ExactBudgetOptions {
   int lp_gaps_per_round = 4;
   int64_t lp_round_columns = 0;
   double lp_round_seconds = 0;
-  // The LP relaxation (integer false): the integer programme's root node too (run_milp's
-  // root_only: CBC's cutting planes on the LP, no heuristics, no branching), whose bound is the
-  // LP's strengthened by valid cuts. never; over_size: after the rounds, when none ran because the
-  // first LP was over lp_round_columns already (large graphs: a round adds thousands of copy
-  // columns, the root adds rows); first: before the rounds, on the gaps they start from, and
-  // again after them on the gaps they modelled, within lp_round_seconds (`:fast=SECONDS`; more
-  // gaps make the root slower). A root's bound at its time limit is not taken. The mixed-integer
-  // programme (integer true): after_rounds: after its LP rounds, on their gaps.
-  enum class Root { never, over_size, first, after_rounds } root = Root::never;
+  // The integer programme's root node (run_milp's root_only: CBC's cutting planes on the LP, no
+  // heuristics, no branching), whose bound is the LP's strengthened by valid cuts. never; first
+  // (the LP relaxation, integer false; `:fast=SECONDS`): before the rounds, on the gaps they start
+  // from, and again after them on the gaps they modelled, within lp_round_seconds (more gaps make
+  // the root slower); after_rounds (the mixed-integer programme, integer true; `:exact`): after
+  // its LP rounds, on their gaps. A root's bound at its time limit is not taken.
+  enum class Root { never, first, after_rounds } root = Root::never;
   // The mixed-integer programme (integer true) with lp_rounds > 0: the LP's cutting rounds run
   // first (on the same time limit, starting from lp_max_gaps gaps when > 0, else max_gaps), and
   // the programme starts with the gaps they modelled; the bound is the larger of theirs.

@@ -53,8 +53,8 @@ struct MemoryMode {
   enum class Solver { fast, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
   // budget, fast: how long the bound may take, the root's cuts and the LP's cutting rounds
-  // (`:fast=SECONDS`, 0: neither); < 0: the default rounds (while the LP stays small) and, where
-  // the first LP is over that size, the root's cuts (docs/MEMORY.md "The programme")
+  // (`:fast=SECONDS`, 0: neither); < 0: the default rounds only (while the LP stays small;
+  // docs/MEMORY.md "The programme")
   double budget_bound_seconds = -1;
   // budget: the recompute cost minimised is each recomputed node's Cost::roofline at this many
   // FLOPs per byte (`:balance=B`; 0: its FLOPs alone); every mode's report uses it

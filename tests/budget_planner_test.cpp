@@ -107,11 +107,11 @@ TEST(MirrorPlanner, BudgetFastBoundIsTheProgrammesLp) {
 }
 
 // The root node of the integer programme (CBC's cutting planes on the LP, no heuristics, no
-// branching) as a bound beside the LP's: by default only where the first LP is over the rounds' size
-// (large graphs; here the size cap is set to 1 column to take that path on ResNet-56 b8), with
-// `:fast=SECONDS` first, before the rounds. Its bound is at least the LP's on the same gaps (the
-// cuts only add rows) and is a bound: never above a plan that fits (the small nets' enumeration,
-// BudgetExact.MatchesEnumerationOfEveryPlanOnSmallNets, checks it against every plan).
+// branching) as a bound beside the LP's, with `:fast=SECONDS` (first, before the rounds, and again
+// after them), not by default. On the same gaps (here no rounds: the starting ones) its bound is
+// above the LP's (the cuts only add rows) and is a bound: never above a plan that fits (the small
+// nets' enumeration, BudgetExact.MatchesEnumerationOfEveryPlanOnSmallNets, checks it against every
+// plan).
 TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
   const SublinearsTotal fixture;
   const auto& [c, p, sub, b] = fixture;
@@ -122,12 +122,12 @@ TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
   o.arena_limit = sub - (b.planned.report.total_bytes - b.planned.report.arena_bytes);
   o.integer = false;
   o.max_gaps = 2;
-  o.lp_rounds = 64;
-  o.lp_round_columns = 1;  // the first LP is over it: no rounds
+  o.lp_rounds = 0;  // the first LP alone
+  o.lp_round_seconds = 5;
   o.incumbent_cost = b.planned.report.recompute_cost;
   auto no_check = [](const MirrorPlan&) -> BudgetCheck { throw Error("the LP bound plans nothing"); };
   const ExactBudget lp = solve_budget_exact(fwd, tg, o, no_check);
-  o.root = ExactBudgetOptions::Root::over_size;
+  o.root = ExactBudgetOptions::Root::first;
   const ExactBudget root = solve_budget_exact(fwd, tg, o, no_check);
   std::printf("ResNet-56 b8 at sublinear's %lld bytes: LP bound %.5g (%s), with the root's cuts %.5g (%s); plan %.5g\n",
               static_cast<long long>(sub), lp.bound_cost, lp.status.c_str(), root.bound_cost, root.status.c_str(),
@@ -139,7 +139,7 @@ TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
   EXPECT_GT(lp.bound_cost, 0);
   EXPECT_GT(root.bound_cost, lp.bound_cost * 1.01);
   EXPECT_LE(root.bound_cost, b.planned.report.recompute_cost * (1 + 1e-9));
-  // Rounds that run (the default cap) take no root: it is only for where the first LP is too large.
+  // The default takes no root.
   EXPECT_EQ(b.solver_status.find("root"), std::string::npos) << b.solver_status;
   // `:fast=SECONDS`: the root first, then the rounds by time; the bound is at least the default's
   // when the rounds reach every gap (here they do), and the plan is the same.
