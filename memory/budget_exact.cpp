@@ -487,14 +487,15 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   Gaps gaps = starting_gaps(md, o.max_gaps);
   if (!o.integer) {  // budget's fast solver: the LP's bound with its rounds (and the root's cuts)
     const bool root_first = o.root == ExactBudgetOptions::Root::first && o.lp_round_seconds > 0;
-    const double first = root_first ? root_bound(md, limit, gaps, best, std::max(0.05, o.lp_round_seconds - elapsed())) : 0;
+    if (root_first) out.root_bound_cost = root_bound(md, limit, gaps, best, std::max(0.05, o.lp_round_seconds - elapsed()));
     const LpBound lp = lp_bound(md, limit, gaps, best, o, elapsed);
-    out.bound_cost = std::max(lp.bound_cost, first), out.status = lp.status, out.solves = lp.solves + root_first;
+    out.status = lp.status, out.solves = lp.solves + root_first;
     // Again on the gaps the rounds modelled, with the time left.
     if (root_first && lp.solves > 1 && lp.status != "optimal" && lp.status != "infeasible" && o.lp_round_seconds - elapsed() > 0.05) {
-      out.bound_cost = std::max(out.bound_cost, root_bound(md, limit, gaps, best, o.lp_round_seconds - elapsed()));
+      out.root_bound_cost = std::max(out.root_bound_cost, root_bound(md, limit, gaps, best, o.lp_round_seconds - elapsed()));
       ++out.solves;
     }
+    out.bound_cost = std::max(lp.bound_cost, out.root_bound_cost);
     if (root_first && out.status != "optimal") out.status += ", root cuts";
     out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
     out.proven = std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9);
@@ -515,7 +516,8 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     // the root's 113 G in 0.6 s), so the bound is at least the fast solver's.
     if (o.root == ExactBudgetOptions::Root::after_rounds && lp.status != "optimal" && lp.status != "infeasible" &&
         o.seconds - elapsed() > 0.05) {
-      out.bound_cost = std::max(out.bound_cost, root_bound(md, limit, lp_gaps, best, std::max(0.05, std::min(o.seconds - elapsed(), std::max(1.0, o.seconds / 4)))));
+      out.root_bound_cost = root_bound(md, limit, lp_gaps, best, std::max(0.05, std::min(o.seconds - elapsed(), std::max(1.0, o.seconds / 4))));
+      out.bound_cost = std::max(out.bound_cost, out.root_bound_cost);
       ++out.solves;
     }
     if (std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9)) {

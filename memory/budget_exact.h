@@ -61,6 +61,7 @@ struct ExactBudget {
   double bound_cost = 0;     // proven: no plan of this space whose arena fits recomputes less
   bool proven = false;        // the bound is met by the incumbent or `plan` (gap 0)
   std::string status;         // optimal | time limit | lp | no-incumbent ...
+  double root_bound_cost = 0;  // the best bound of the root's cuts (Root below; 0: none ran or proved)
   int solves = 0, gaps = 0, cuts = 0, binaries = 0, columns = 0, rows = 0;
   double seconds = 0;
 };

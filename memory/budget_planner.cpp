@@ -504,11 +504,11 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     eo.lp_rounds = kBudgetLpRounds;
     if (mode.budget_bound_seconds >= 0) {
       eo.lp_round_seconds = mode.budget_bound_seconds;
-      eo.root = ExactBudgetOptions::Root::first;
     } else {
       eo.lp_round_columns = kBudgetLpRoundColumns;
     }
-    if (exact) eo.root = ExactBudgetOptions::Root::after_rounds;  // (`:exact`: then its programme)
+    using Root = ExactBudgetOptions::Root;
+    eo.root = exact ? Root::after_rounds : mode.budget_bound_seconds >= 0 ? Root::first : Root::never;
     if (exact)
       eo.progress = [next = 1.0](int solves, double seconds, double best_cost, double bound_cost) mutable {
         if (seconds < next) return;  // from 1 s on, at most one line a second

@@ -423,8 +423,8 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
   return rep;
 }
 
-// The small buffers (below 1/`line` of the live bytes: BatchNorm statistics, status words)
-// left out, the others placed exactly (place_exactly on them alone, within `seconds`), then the
+// The small buffers (those not in `large`, the buffers of at least 1/line of the live bytes:
+// BatchNorm statistics, status words) left out, the others placed exactly (place_exactly on them alone, within `seconds`), then the
 // small ones live at the heaviest step stacked on top of them (the latest end lowest) and the
 // others by best fit. When the large ones are at their own bound they leave no gap at that step
 // and the small ones fill the rest of it exactly, which best fit into the gaps does not. A small
@@ -434,7 +434,7 @@ PlacementReport place_from(const std::vector<Buffer>& items, std::vector<int64_t
 // for all their steps between the large ones, and placed with them reach the bound. Empty when
 // there are no small buffers (or only small ones), and inside its own place_exactly calls.
 std::vector<int64_t> small_on_top(const std::vector<Buffer>& items, const std::vector<int64_t>& offsets, int64_t live_bytes,
-                                  int64_t line, double seconds) {
+                                  const std::vector<int>& large, double seconds) {
   thread_local int depth = 0;  // the rounds' place_exactly has small buffers of its own: no deeper call
   if (depth > 0) return {};
   struct Nested {
@@ -442,7 +442,6 @@ std::vector<int64_t> small_on_top(const std::vector<Buffer>& items, const std::v
     ~Nested() { --depth; }
   } nested;
   std::vector<char> exact(items.size(), 0);
-  const std::vector<int> large = at_least(items, live_bytes / line);
   if (large.empty() || large.size() == items.size()) return {};
   for (int i : large) exact[i] = 1;
   Liveness l;
@@ -524,10 +523,10 @@ PlacementReport place_exactly(const std::vector<Buffer>& items, std::vector<int6
   // greedy share step, with the wider line: at the bound in 1.7 s, 4.2 s as the last start).
   size_t placed_exactly = 0;  // the large buffers of the line before (nested lines: equal counts, equal sets)
   for (const int64_t line : {kSmallShare, kSmallOnTopShare}) {
-    const size_t large = at_least(items, live_bytes / line).size();
-    if (large == placed_exactly) continue;  // (the same buffers on top as the line before: the same start)
-    placed_exactly = large;
-    std::vector<int64_t> st = small_on_top(items, offsets, live_bytes, line, kQuickShare * seconds);
+    const std::vector<int> large = at_least(items, live_bytes / line);
+    if (large.size() == placed_exactly) continue;  // (the same buffers on top as the line before: the same start)
+    placed_exactly = large.size();
+    std::vector<int64_t> st = small_on_top(items, offsets, live_bytes, large, kQuickShare * seconds);
     if (st.empty()) continue;
     if (at_bound(st)) return rep;
     int64_t least = INT64_MAX;

@@ -138,7 +138,24 @@ TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
   EXPECT_EQ(root.solves, 2);
   EXPECT_GT(lp.bound_cost, 0);
   EXPECT_GT(root.bound_cost, lp.bound_cost * 1.01);
+  EXPECT_EQ(root.bound_cost, root.root_bound_cost);
+  EXPECT_EQ(lp.root_bound_cost, 0);
   EXPECT_LE(root.bound_cost, b.planned.report.recompute_cost * (1 + 1e-9));
+  // `:exact` takes the root after its LP rounds (here none: the first LP alone, on the same gaps),
+  // before its own solves: its bound is at least the root's there (the same programme). The plans
+  // its solves find are refused here: only the bound is looked at.
+  o.integer = true;
+  o.lp_rounds = 1;
+  o.lp_round_columns = 1;
+  o.lp_round_seconds = 0;
+  o.lp_max_gaps = 2;
+  o.seconds = 3;
+  o.root = ExactBudgetOptions::Root::after_rounds;
+  const ExactBudget ex = solve_budget_exact(fwd, tg, o, [](const MirrorPlan&) { return BudgetCheck{}; });
+  std::printf("  the exact solver with the root after its LP: the root's bound %.5g, the bound %.5g (%s, %d solves)\n", ex.root_bound_cost,
+              ex.bound_cost, ex.status.c_str(), ex.solves);
+  EXPECT_NEAR(ex.root_bound_cost, root.root_bound_cost, 1e-6 * root.root_bound_cost);
+  EXPECT_GE(ex.bound_cost, ex.root_bound_cost);
   // The default takes no root.
   EXPECT_EQ(b.solver_status.find("root"), std::string::npos) << b.solver_status;
   // `:fast=SECONDS`: the root first, then the rounds by time; the bound is at least the default's
