@@ -33,7 +33,10 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
   }
   EntryRef wy = b.param("classifier/weight", {c.classes, H}, {ParamInit::uniform, bound});
   EntryRef by = b.param("classifier/bias", {c.classes}, {ParamInit::uniform, bound});
-  std::vector<EntryRef> losses;
+  // The fused head (model.head: fused) in training graphs: the top layer's outputs of every step
+  // (or the last step's), stacked in step order, and the labels as one column.
+  const bool fused = c.fused_head && c.training;
+  std::vector<EntryRef> losses, tops;
   for (int64_t t = 0; t < c.steps; ++t) {
     const std::string in = "input/step" + std::to_string(t);
     EntryRef xt = b.op("slice", {x}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, in + "/slice");
@@ -61,7 +64,9 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
       ly.h = b.op("mul", {o, b.op("tanh", {ly.c}, {}, s + "/tanh_c")}, {}, s + "/h");
       h_in = ly.h;
     }
-    if (c.per_step) {
+    if (c.per_step && fused) {
+      tops.push_back(h_in);
+    } else if (c.per_step) {
       const std::string s = "classifier/step" + std::to_string(t);
       m.logits = b.op("fully_connected", {h_in, wy, by}, {}, s);
       m.all_logits.push_back(m.logits);
@@ -69,6 +74,16 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
       yt = b.op("reshape", {yt}, {{"shape", std::vector<int64_t>{n}}}, s + "/labels");
       losses.push_back(b.op("softmax_cross_entropy", {m.logits, yt}, {}, s + "/loss"));
     }
+  }
+  if (fused) {
+    if (!c.per_step) tops = {layer.back().h};
+    EntryRef x_all = tops.size() == 1 ? tops[0] : b.op("concat", tops, {{"axis", int64_t{0}}}, "classifier/inputs");
+    const int64_t rows = static_cast<int64_t>(tops.size()) * n;
+    EntryRef y_all = c.per_step ? b.op("reshape", {labels}, {{"shape", std::vector<int64_t>{rows}}}, "classifier/labels") : labels;
+    // The mean over every step's rows: the per-step classifiers' (1/T) sum_t mean_n, the same loss.
+    m.loss = b.op_n("linear_cross_entropy", {x_all, wy, by, y_all}, {}, "classifier/loss")[0];
+    m.layers = static_cast<int>(c.layers * c.steps + 1);
+    return m;
   }
   if (!c.per_step) {
     m.logits = b.op("fully_connected", {layer.back().h, wy, by}, {}, "classifier");

@@ -19,6 +19,12 @@ struct LstmConfig {
   bool per_step = true;  // false: one classifier at the end
   DType dtype = DType::f32;
   bool fused_cell = false;  // true: one lstm_cell node per step (model.cell: fused)
+  // true (model.head: fused): in training graphs, the classifier and the loss of every step as one
+  // linear_cross_entropy node over the steps' outputs stacked (its gradient made in the forward
+  // pass: no logits kept); evaluation graphs (training false) keep the per-step classifiers, whose
+  // logits they score.
+  bool fused_head = false;
+  bool training = true;
 };
 
 BuiltModel build_lstm_model(const LstmConfig& c);

@@ -343,6 +343,14 @@ void grad_bias_cpu(const KernelContext& c) {
 
 }  // namespace
 
+void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C, bool accumulate) {
+  gemm<float>(ta, tb, M, N, K, A, B, C, accumulate ? 1.0f : 0.0f, use_mkl(accumulate ? Product::accumulate : Product::overwrite));
+}
+
+void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C, bool accumulate) {
+  gemm<double>(ta, tb, M, N, K, A, B, C, accumulate ? 1.0 : 0.0);
+}
+
 const char* cpu_gemm_library() {
   const bool over = use_mkl(Product::overwrite), acc = use_mkl(Product::accumulate);
   return over ? "MKL" : acc ? "MKL accumulating, oneDNN overwriting" : "oneDNN";  // (use_mkl never gives MKL overwriting alone)

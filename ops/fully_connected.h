@@ -1,5 +1,6 @@
 // What the CLI reports of fully_connected (ops/fully_connected.cpp).
 #pragma once
+#include <cstdint>
 
 namespace mnemo::ops {
 
@@ -10,5 +11,12 @@ namespace mnemo::ops {
 // mnemo::Error naming MNEMO_CPU_GEMM when it holds anything but mkl or onednn, or mkl in a build
 // without MKL.
 const char* cpu_gemm_library();
+
+// Row-major C[M,N] = op(A) op(B) (+ C when `accumulate`) on the libraries of fully_connected's
+// backward products (float32: MKL's or oneDNN's sgemm by the same rule, use_mkl; float64: Eigen),
+// for other ops built of the same products (the fused linear_cross_entropy). ta / tb: A / B stored
+// transposed ([K,M] / [N,K]).
+void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C, bool accumulate);
+void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C, bool accumulate);
 
 }  // namespace mnemo::ops

@@ -9,7 +9,22 @@
 // depend on where the buffers are.
 // Labels outside [0, C) are an error naming the batch index. The per-row losses go to the workspace
 // and are summed in row order, so the loss does not depend on the thread count.
+//
+// The classifier and the loss fused, with the gradient in the forward pass (as Liger-Kernel's
+// fused linear cross-entropy does for language models' heads): no logits tensor lives past the op.
+//   linear_cross_entropy(x[N,D], w[C,D], b[C], labels[N] int32) -> loss[], dx[N,D], dw[C,D], db[C]
+//       loss = softmax_cross_entropy(x w^T + b, labels); dx, dw, db its gradients for dloss = 1
+//       (saved outputs: only the backward reads them). The logits are made kChunkElements at a
+//       time in the workspace, their rows' losses and gradients taken there, and the chunk's
+//       products dx = dz w and dw += dz^T x run before the next chunk (fully_connected's GEMM
+//       libraries, ops/fully_connected.h). db sums the rows in order, chunk after chunk.
+//   linear_cross_entropy_grad(dx, dw, db, dloss[]) -> dx * dloss, dw * dloss, db * dloss (in place)
+// The logits' bytes (N x C: on the 2x512 LSTM with 5000 classes over 64 steps, 41 MB) are what a
+// separate fully_connected and softmax_cross_entropy keep for backward, or recompute when a
+// mirror plan drops them; this op keeps dx, dw and db instead (the input's and the weight's size).
+// No CUDA kernel: CPU only (docs/MODELS.md "The fused head").
 #include "ops/common.h"
+#include "ops/fully_connected.h"
 
 namespace mnemo::ops {
 namespace {
@@ -141,6 +156,90 @@ void grad_cpu(const KernelContext& c) {
   });
 }
 
+// ---- linear_cross_entropy ----
+
+// Logits per chunk: rows of the batch at a time so that a chunk holds about this many (2 MiB of
+// float32), at least one row.
+constexpr int64_t kChunkElements = 1 << 19;
+int64_t chunk_rows(int64_t rows, int64_t classes) { return std::clamp<int64_t>(kChunkElements / classes, 1, rows); }
+
+std::vector<TensorType> infer_linear_loss(const void*, std::span<const TensorType> in) {
+  const TensorType &x = in[0], &w = in[1], &b = in[2], &labels = in[3];
+  const char* op = "linear_cross_entropy";
+  MNEMO_CHECK(is_float(x.dtype) && x.shape.size() == 2 && x.shape[0] >= 1 && x.shape[1] >= 1)
+      << op << ": x must be a float [N,D] matrix with N, D >= 1, got " << x.str();
+  MNEMO_CHECK(w.dtype == x.dtype && w.shape.size() == 2 && w.shape[1] == x.shape[1] && w.shape[0] >= 1)
+      << op << ": w must be [C,D] with x's D and dtype (x is " << x.str() << "), got " << w.str();
+  const TensorType want_b{x.dtype, {w.shape[0]}}, want_l{DType::i32, {x.shape[0]}};
+  MNEMO_CHECK(b == want_b) << op << ": bias must be " << want_b.str() << " (one per class), got " << b.str();
+  MNEMO_CHECK(labels == want_l) << op << ": labels must be " << want_l.str() << " (one class index per row of x), got "
+                                << labels.str();
+  return {TensorType{x.dtype, {}}, x, w, b};
+}
+
+void linear_loss_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "linear_cross_entropy", [&]<class T>() {
+    const int64_t rows = c.in[0].dim(0), d = c.in[0].dim(1), classes = c.in[1].dim(0);
+    check_labels(c.in[3], classes, "linear_cross_entropy");
+    const int64_t chunk = chunk_rows(rows, classes);
+    MNEMO_CHECK(c.workspace && c.workspace_bytes >= static_cast<size_t>(chunk * classes + rows) * sizeof(T))
+        << "linear_cross_entropy: workspace of " << c.workspace_bytes << " bytes, need "
+        << (chunk * classes + rows) * sizeof(T);
+    const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *bias = c.in[2].as<T>();
+    const int32_t* labels = c.in[3].as<int32_t>();
+    T *dx = c.out[1].as<T>(), *dw = c.out[2].as<T>(), *db = c.out[3].as<T>();
+    T* z = static_cast<T*>(c.workspace);
+    T* row_loss = z + chunk * classes;
+    const T scale = T(1) / static_cast<T>(rows);
+    std::fill(db, db + classes, T(0));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, rows - r0);
+      fc_gemm(false, true, n, classes, d, x + r0 * d, w, z, false);  // z = x w^T
+      for_rows(n, classes, [&](int64_t i) {
+        T* zi = z + i * classes;
+        for (int64_t j = 0; j < classes; ++j) zi[j] += bias[j];
+        const int64_t label = labels[r0 + i];
+        const T m = row_max(zi, classes), picked = zi[label];
+        exp_shifted(zi, m, zi, classes);
+        const T s = lane_sum(zi, classes);
+        row_loss[r0 + i] = std::log(s) + m - picked;
+        for (int64_t j = 0; j < classes; ++j) zi[j] = (zi[j] / s - (j == label ? T(1) : T(0))) * scale;
+      });
+      for (int64_t i = 0; i < n; ++i)  // db: rows in order
+        for (int64_t j = 0; j < classes; ++j) db[j] += z[i * classes + j];
+      fc_gemm(false, false, n, d, classes, z, w, dx + r0 * d, false);  // dx = dz w
+      fc_gemm(true, false, classes, d, n, z, x + r0 * d, dw, r0 > 0);  // dw (+)= dz^T x
+    }
+    T total = 0;
+    for (int64_t n = 0; n < rows; ++n) total += row_loss[n];
+    c.out[0].as<T>()[0] = total * scale;
+  });
+}
+
+std::vector<TensorType> infer_linear_grad(const void*, std::span<const TensorType> in) {
+  const char* op = "linear_cross_entropy_grad";
+  MNEMO_CHECK(is_float(in[0].dtype) && in[1].dtype == in[0].dtype && in[2].dtype == in[0].dtype)
+      << op << ": dx, dw and db must be float of one dtype, got " << in[0].str() << ", " << in[1].str() << " and "
+      << in[2].str();
+  const TensorType want{in[0].dtype, {}};
+  MNEMO_CHECK(in[3] == want) << op << ": dloss must be " << want.str() << ", got " << in[3].str();
+  return {in[0], in[1], in[2]};
+}
+
+// Each output may be its input (in place).
+void linear_grad_cpu(const KernelContext& c) {
+  dispatch_float(c.in[0].dtype(), "linear_cross_entropy_grad", [&]<class T>() {
+    const T g = c.in[3].as<T>()[0];
+    for (int k = 0; k < 3; ++k) {
+      const T* a = c.in[k].as<T>();
+      T* y = c.out[k].as<T>();
+      parallel_range(c.in[k].numel(), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) y[i] = a[i] * g;
+      });
+    }
+  });
+}
+
 }  // namespace
 }  // namespace mnemo::ops
 
@@ -180,6 +279,47 @@ MNEMO_REGISTER_OPS(softmax_cross_entropy) {
     };
     d.cpu = grad_cpu;
     d.sample = OpSample{{}, {logits, labels, scalar}, 5};
+    registry.add(std::move(d));
+  }
+  const TensorType x{DType::f32, {3, 4}}, w{DType::f32, {5, 4}}, bias{DType::f32, {5}};
+  {
+    OpDef d;
+    d.name = "linear_cross_entropy";
+    d.traits.reduction = true;
+    d.doc = "fully_connected then softmax_cross_entropy in one node, the gradient made in the forward pass (no logits kept)";
+    d.min_inputs = d.max_inputs = 4;
+    d.infer = infer_linear_loss;
+    d.saved_outputs = {1, 2, 3};
+    d.grad = [](Graph& g, const GradContext& c) -> std::vector<std::optional<EntryRef>> {
+      const auto out = g.add("linear_cross_entropy_grad", {c.outputs[1], c.outputs[2], c.outputs[3], *c.dout[0]});
+      return {EntryRef{out, 0}, EntryRef{out, 1}, EntryRef{out, 2}, std::nullopt};
+    };
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      const double logits = static_cast<double>(in[0].shape[0]) * static_cast<double>(in[1].shape[0]);
+      return Cost{3 * 2.0 * logits * static_cast<double>(in[0].shape[1]) + 8.0 * logits, io_bytes(in, out)};
+    };
+    d.workspace = [](const void*, std::span<const TensorType> in, std::span<const TensorType>) {
+      const int64_t rows = in[0].shape[0], classes = in[1].shape[0];
+      return static_cast<size_t>(chunk_rows(rows, classes) * classes + rows) * dtype_size(in[0].dtype);
+    };
+    d.backends.cuda = false;
+    d.cpu = linear_loss_cpu;
+    d.sample = OpSample{{}, {x, w, bias, labels}, 5};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "linear_cross_entropy_grad";
+    d.doc = "backward of linear_cross_entropy: its saved dx, dw, db times dloss";
+    d.min_inputs = d.max_inputs = 4;
+    d.infer = infer_linear_grad;
+    d.inplace = {{0, 0}, {1, 1}, {2, 2}};
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
+      return Cost{static_cast<double>(in[0].numel() + in[1].numel() + in[2].numel()), io_bytes(in, out)};
+    };
+    d.backends.cuda = false;
+    d.cpu = linear_grad_cpu;
+    d.sample = OpSample{{}, {x, w, bias, scalar}, 5};
     registry.add(std::move(d));
   }
 }

@@ -90,6 +90,37 @@ TEST(Config, ResNetLayoutFollowsTheDevice) {
   EXPECT_NE(error_of(base).find("layout"), std::string::npos) << error_of(base);
 }
 
+// model.head: fused builds one linear_cross_entropy node in training graphs and the per-step
+// classifiers in evaluation graphs (whose logits are scored); on a GPU it is an error naming the
+// key (no CUDA kernel), and a value other than ops or fused names the key too.
+TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
+  const std::string base = "model: {type: lstm, layers: 1, hidden: 4, per_step: true, head: H}\n"
+                           "data: {source: synthetic-seq, shape: [3, 2], classes: 5, batch: 2}\ntrain: {steps: 1}\n";
+  auto yaml = [&](const std::string& head) {
+    std::string y = base;
+    y.replace(y.find("head: H"), 7, "head: " + head);
+    return y;
+  };
+  Config c = parse_config(yaml("fused"), "t.yaml");
+  auto count = [](const BuiltModel& m, const std::string& op) {
+    int k = 0;
+    for (size_t id = 0; id < m.builder.graph().size(); ++id) k += m.builder.graph().node(static_cast<int>(id)).op->name == op;
+    return k;
+  };
+  const BuiltModel train = build_model(c, static_data_shape(c), 2);
+  EXPECT_EQ(count(train, "linear_cross_entropy"), 1);
+  EXPECT_EQ(count(train, "softmax_cross_entropy"), 0);
+  const BuiltModel eval = build_model(c, static_data_shape(c), 2, false);
+  EXPECT_EQ(count(eval, "linear_cross_entropy"), 0);
+  EXPECT_EQ(eval.all_logits.size(), 3u);
+  const Config ops = parse_config(yaml("ops"), "t.yaml");
+  EXPECT_EQ(count(build_model(ops, static_data_shape(ops), 2), "linear_cross_entropy"), 0);
+  c.device = "cuda";
+  const std::string e = test::error_of([&] { build_model(c, static_data_shape(c), 2); });
+  EXPECT_NE(e.find("model.head: fused"), std::string::npos) << e;
+  EXPECT_NE(error_of(yaml("fuse")).find("model.head"), std::string::npos) << error_of(yaml("fuse"));
+}
+
 TEST(Config, ReferenceModelsHaveTheirDepths) {
   Config r20 = load_config(kConfigDir + "/resnet20-fashion-mnist.yaml");
   EXPECT_EQ(build_model(r20, static_data_shape(r20), 8).layers, 20);

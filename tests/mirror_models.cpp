@@ -22,6 +22,11 @@ Config small_lstm_fused() {
                       "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
                       "train: {steps: 1}\n", "lstm-fused.yaml");
 }
+Config small_lstm_fused_head() {
+  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true, head: fused}\n"
+                      "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
+                      "train: {steps: 1}\n", "lstm-fused-head.yaml");
+}
 namespace {
 Config graph_config() { return load_config(MNEMO_SOURCE_DIR "/configs/mlp-graph.yaml"); }
 // Zoo models at small inputs: depthwise convolutions, relu6 and inverted residuals; dense
@@ -33,7 +38,7 @@ Config zoo(const std::string& model, const std::string& shape, int batch) {
 }
 }  // namespace
 const std::vector<std::string> kModels = {"resnet", "lstm", "graph", "mobilenet_v2", "densenet121", "inception_v3", "darts",
-                                          "amoebanet", "lstm_fused", "resnet_blocked"};
+                                          "amoebanet", "lstm_fused", "resnet_blocked", "lstm_fused_head"};
 Config model_config(int i) {
   switch (i) {
     case 0: return small_resnet();
@@ -44,6 +49,7 @@ Config model_config(int i) {
     case 5: return zoo("{type: inception_v3}", "[3, 75, 75]", 2);
     case 6: return zoo("{type: darts, init_channels: 4, layers: 5}", "[3, 16, 16]", 2);
     case 8: return small_lstm_fused();
+    case 10: return small_lstm_fused_head();
     case 9:  // channel-blocked activations (model.layout: blocked; oneDNN's block on this CPU)
       return parse_config("model: {type: resnet, style: cifar, depth: 14, width: 16, layout: blocked}\n"
                           "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4}\n"

@@ -1,6 +1,6 @@
 // The models the mirror-planner tests plan and run (tests/mirror_planner_test.cpp,
 // tests/budget_planner_test.cpp): small ResNets (plain and channel-blocked), LSTMs (fine-grained
-// and fused cells), a generic DAG and zoo networks at small inputs; and one training step of a
+// and fused cells, and the fused head), a generic DAG and zoo networks at small inputs; and one training step of a
 // plan, its outputs compared bitwise across modes.
 #pragma once
 #include <string>
@@ -15,6 +15,7 @@ namespace mnemo::test {
 Config small_resnet();
 Config small_lstm();
 Config small_lstm_fused();
+Config small_lstm_fused_head();  // model.head: fused
 // kModels[i] names model_config(i).
 extern const std::vector<std::string> kModels;
 Config model_config(int i);

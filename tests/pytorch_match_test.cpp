@@ -9,6 +9,7 @@
 // Metric, per tensor: max_i |mnemo_i - torch_i| / max(max_i |torch_i|, 1e-6) (the error relative to
 // the tensor's largest magnitude, so tiny entries of a gradient do not dominate); each of the 10
 // losses is compared the same way as a rank-0 tensor. Tolerance 1e-4 for all of them.
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -168,6 +169,63 @@ TEST(PytorchMatch, Lstm2Layers3StepsFusedCell) {
   for (size_t id = 0; id < m.builder.graph().size(); ++id) cells += m.builder.graph().node(static_cast<int>(id)).op->name == "lstm_cell";
   EXPECT_EQ(cells, 6);
   match_pytorch(m, "lstm");
+}
+
+// The same fixture with every step's classifier and loss as one linear_cross_entropy node whose
+// gradient is made in the forward pass (model.head: fused): the same loss, gradients and steps.
+TEST(PytorchMatch, Lstm2Layers3StepsFusedHead) {
+  LstmConfig c;
+  c.steps = 3, c.batch = 4, c.input = 5, c.hidden = 6, c.layers = 2, c.classes = 7;
+  c.per_step = true;
+  c.fused_head = true;
+  BuiltModel m = build_lstm_model(c);
+  int heads = 0, classifiers = 0;
+  for (size_t id = 0; id < m.builder.graph().size(); ++id) {
+    const std::string& op = m.builder.graph().node(static_cast<int>(id)).op->name;
+    heads += op == "linear_cross_entropy", classifiers += op == "fully_connected";
+  }
+  EXPECT_EQ(heads, 1);
+  EXPECT_EQ(classifiers, 2 * 3 + 2 * 2);  // the gates' products only
+  EXPECT_TRUE(m.all_logits.empty());
+  match_pytorch(m, "lstm");
+}
+
+// The fused head against the per-step classifiers in float64, with logits over several chunks of
+// linear_cross_entropy (20000 classes: 26 rows a chunk, 64 rows): the loss and every gradient
+// within 1e-12 (different summation orders only). The evaluation graph keeps the classifiers.
+TEST(FusedHead, MatchesPerStepClassifiersInFloat64) {
+  LstmConfig c;
+  c.steps = 4, c.batch = 16, c.input = 3, c.hidden = 4, c.layers = 1, c.classes = 20000;
+  c.per_step = true;
+  c.dtype = DType::f64;
+  std::vector<std::vector<Tensor>> results;
+  for (bool fused : {false, true}) {
+    c.fused_head = fused;
+    BuiltModel m = build_lstm_model(c);
+    const Graph& fwd = m.builder.graph();
+    const TrainingGraph tg = build_training_graph(fwd, m.loss, {});
+    ParamStore params(fwd, m.builder.params(), 5);
+    Tensor data(DType::f64, {c.steps, c.batch, c.input}), labels(DType::i32, {c.steps, c.batch});
+    fill_distinct(data, 11);
+    fill_ints(labels, 12, c.classes);
+    Executor ex(tg.graph, plan_separate(tg.graph));
+    params.bind(ex);
+    ex.bind(m.data, data.view());
+    ex.bind(m.labels, labels.view());
+    ex.run();
+    std::vector<Tensor> out;
+    out.push_back(ex.fetch(tg.loss));
+    for (const ParamGrad& pg : tg.grads) out.push_back(ex.fetch(pg.grad));
+    results.push_back(std::move(out));
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t k = 0; k < results[0].size(); ++k) {
+    const double e = norm_rel(results[1][k], results[0][k]);
+    EXPECT_LE(e, 1e-12) << "output " << k;
+    EXPECT_FALSE(std::isnan(e)) << "output " << k;
+  }
+  c.training = false;
+  EXPECT_EQ(build_lstm_model(c).all_logits.size(), static_cast<size_t>(c.steps));
 }
 
 // torchvision's DenseNet(growth 4, blocks (2, 2), init 8, bn_size 2): dense concatenations,

@@ -262,6 +262,7 @@ void parse_model(Section& m, Config& c) {
     l.steps = m.get_int("steps", 0, 0, 1 << 20);  // 0: from the data
     l.per_step = m.get_bool("per_step", false);
     l.fused_cell = m.get_string("cell", "ops", {"ops", "fused"}) == "fused";
+    l.fused_head = m.get_string("head", "ops", {"ops", "fused"}) == "fused";
   } else {
     GraphModelConfig& g = c.graph;
     g.where = m.where(m.node());
@@ -518,6 +519,10 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       l.input = ds.sample[1];
       l.batch = batch;
       l.classes = ds.classes;
+      l.training = training;
+      MNEMO_CHECK(!l.fused_head || c.device.rfind("cuda", 0) != 0)
+          << "model.head: fused (linear_cross_entropy) has no CUDA kernel; device " << c.device
+          << " runs the per-step classifiers: use head: ops";
       MNEMO_CHECK(l.per_step == ds.per_step_labels || c.data.source == "synthetic-seq")
           << "model.per_step is " << (l.per_step ? "true" : "false") << " but data.source " << c.data.source
           << (ds.per_step_labels ? " labels every step" : " labels whole sequences");
