@@ -7,7 +7,9 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 
+#include "memory/budget_fill.h"
 #include "memory/mirror_search.h"
 #include "memory/optimal_checkpoints.h"
 
@@ -112,6 +114,7 @@ MemoryMode parse_memory_mode(const std::string& name) {
   }
   if (name == "drop-bn-relu") m.mirror = MirrorStrategy::drop_bn_relu;
   else if (name == "sublinear") m.mirror = MirrorStrategy::sublinear;
+  else if (name == "sublinear:chen") m.mirror = MirrorStrategy::sublinear, m.sublinear_fill = false;
   else if (name == "recursive") m.mirror = MirrorStrategy::recursive;
   else if (name == "optimal") m.mirror = MirrorStrategy::optimal;
   else if (name.rfind("recursive=", 0) == 0) {
@@ -128,12 +131,12 @@ MemoryMode parse_memory_mode(const std::string& name) {
     parse_budget(name, m);
   } else {
     MNEMO_FAIL() << "unknown memory mode '" << name
-                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, recursive, recursive=DEPTH, optimal or budget=SIZE)";
+                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive, recursive=DEPTH, optimal or budget=SIZE)";
   }
   return m;
 }
 
-std::vector<std::string> all_memory_modes() { return {"none", "inplace", "share", "drop-bn-relu", "sublinear", "recursive", "optimal"}; }
+std::vector<std::string> all_memory_modes() { return {"none", "inplace", "share", "drop-bn-relu", "sublinear", "sublinear:chen", "recursive", "optimal"}; }
 
 std::vector<Cut> find_cuts(const Graph& g) {
   const int n = static_cast<int>(g.size());
@@ -318,6 +321,32 @@ void PlanContext::finish_order(MirrorResult& best) const {
   best.order = std::move(r.order);
 }
 
+namespace {
+// The exact placement of a sublinear fill: at most this long (plan_mirror).
+constexpr double kFillPlacementSeconds = 1.0;
+// sublinear's fills (Chen et al. Sec. 4.3: "keep time consuming operations when possible"): Chen's
+// plan with its dropped nodes kept back, the most recompute cost per byte first, in both keep-back
+// orders of budget's fills (memory/budget_fill.h), while the live bytes stay within the plan's own
+// peak; each distinct fill scored by its exact plan (best fit).
+std::vector<MirrorResult> fill_at_own_peak(const PlanContext& ctx, const MirrorPlan& chen) {
+  const FillStart start = prepare_fill(ctx, chen);
+  std::vector<std::vector<int>> keeps;
+  for (int order = 0; order < 2; ++order) {
+    std::vector<int> k = fill_keeps(start, order, start.live_bytes);
+    if (!k.empty() && std::find(keeps.begin(), keeps.end(), k) == keeps.end()) keeps.push_back(std::move(k));
+  }
+  std::vector<std::optional<MirrorResult>> rs(keeps.size());
+  parallel_each(keeps.size(), [&](size_t k) {
+    if (std::optional<Fill> f = fill_to(ctx, start, std::move(keeps[k]), start.live_bytes); f && f->plan != chen)
+      rs[k] = ctx.evaluate(f->plan);
+  });
+  std::vector<MirrorResult> out;
+  for (std::optional<MirrorResult>& r : rs)
+    if (r) out.push_back(std::move(*r));
+  return out;
+}
+}  // namespace
+
 MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode, const std::map<int, int>& overrides,
                          const SgdSpec* sgd, const Device* device) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -358,6 +387,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     return chosen;
   };
   MirrorResult best;
+  std::vector<MirrorResult> fills;  // sublinear: Chen's plan filled at its own peak
   switch (mode.mirror) {
     case MirrorStrategy::none: best = evaluate(apply({})); break;
     case MirrorStrategy::drop_bn_relu: best = evaluate(apply(drop_bn_relu_plan(fwd))); break;
@@ -466,15 +496,38 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       }
       best = std::move(rs[at[chosen]]);
       best.search = std::move(log);
+      if (mode.sublinear_fill) fills = fill_at_own_peak(ctx, best.mirror);
       break;
     }
   }
-  ctx.finish_order(best);
-  if (mode.alloc == AllocMode::share && mode.placement_seconds > 0 && best.planned.report.arena_bytes > best.planned.report.max_live_bytes) {
-    // The plan chosen, placed exactly (its candidates were compared by their best-fit packings).
-    best.planned = plan_training_step(best.training, mode.alloc,
-                                      {.device = device, .kernels = std::move(best.planned.plan.kernels),
-                                       .exact_seconds = mode.placement_seconds, .balance = mode.balance});
+  // The plan chosen in its final order, placed exactly (its candidates were compared by their
+  // best-fit packings).
+  auto finish = [&](MirrorResult& r, double seconds) {
+    ctx.finish_order(r);
+    if (mode.alloc == AllocMode::share && seconds > 0 && r.planned.report.arena_bytes > r.planned.report.max_live_bytes)
+      r.planned = plan_training_step(r.training, mode.alloc,
+                                     {.device = device, .kernels = std::move(r.planned.plan.kernels),
+                                      .exact_seconds = seconds, .balance = mode.balance});
+  };
+  finish(best, mode.placement_seconds);
+  if (!fills.empty()) {
+    // sublinear: a fill of Chen's plan replaces it when, finished the same way, its total is no
+    // larger and it recomputes less (the least recompute cost, then the least total, of the two).
+    const MemoryReport chen = best.planned.report;
+    best.chen_total = chen.total_bytes, best.chen_recompute_flops = chen.recompute_flops, best.chen_recompute_cost = chen.recompute_cost;
+    for (MirrorResult& f : fills) {
+      // (at most kFillPlacementSeconds: where the fill packs no lower than Chen's plan, e.g.
+      // DenseNet-121's, the search would run to the limit in vain)
+      finish(f, std::min(mode.placement_seconds, kFillPlacementSeconds));
+      const MemoryReport &r = f.planned.report, &b = best.planned.report;
+      if (r.total_bytes <= chen.total_bytes &&
+          (r.recompute_cost < b.recompute_cost || (r.recompute_cost == b.recompute_cost && r.total_bytes < b.total_bytes))) {
+        f.search = std::move(best.search);
+        f.chen_total = best.chen_total, f.chen_recompute_flops = best.chen_recompute_flops, f.chen_recompute_cost = best.chen_recompute_cost;
+        best = std::move(f);
+        best.filled = true;
+      }
+    }
   }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;

@@ -42,6 +42,10 @@ struct MemoryMode {
   AllocMode alloc = AllocMode::share;
   MirrorStrategy mirror = MirrorStrategy::none;
   int depth = 0;  // recursive: levels (0 = enough to reach segments of one cut)
+  // sublinear: Chen's plan filled at its own peak (kept back where the live bytes allow, the most
+  // recompute per byte first) when that is no larger and recomputes less; false (sublinear:chen):
+  // Chen's plan as his search gives it
+  bool sublinear_fill = true;
   // budget: the step's total bytes may not exceed `budget_bytes` (> 0), or `budget_ratio` times
   // the total of `share`'s plan (> 0)
   int64_t budget_bytes = 0;
@@ -72,7 +76,7 @@ struct MemoryMode {
   // best fit only.
   double placement_seconds = 5;
 };
-// none | inplace | share | drop-bn-relu | sublinear | recursive | recursive=DEPTH | optimal |
+// none | inplace | share | drop-bn-relu | sublinear | sublinear:chen | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
 // GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by one
 // of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :exact or :exact=SECONDS (the solver and its
@@ -126,6 +130,11 @@ struct MirrorResult {
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
   double solver_seconds = 0;
   OrderReport order;               // the schedule order pass on the plan chosen
+  // sublinear: whether the plan is Chen's filled at its own peak, and Chen's plan's total and
+  // recompute (-1: not filled: sublinear:chen, or not a sublinear plan)
+  bool filled = false;
+  int64_t chen_total = -1;
+  double chen_recompute_flops = 0, chen_recompute_cost = 0;
 };
 
 // Plans m(v) for `mode`, builds the training graph (with the optimiser update of `sgd` inside it,

@@ -332,7 +332,7 @@ TEST(MirrorPlanner, SublinearSearchLogsEveryBudgetAndMemoryOrdering) {
   const Config r = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
   const Pipeline p = build_pipeline(r, static_data_shape(r), 16);
   const MirrorResult share = plan_pipeline(r, p, "share");
-  const MirrorResult sub = plan_pipeline(r, p, "sublinear");
+  const MirrorResult sub = plan_pipeline(r, p, "sublinear:chen");  // (Chen's plan as his search gives it)
   const MirrorResult rec = plan_pipeline(r, p, "recursive");
   ASSERT_EQ(sub.search.size(), 8u) << "B = 0, sqrt(xy), and a 6-point grid";
   EXPECT_EQ(sub.search[0].budget, 0.0);
@@ -350,6 +350,41 @@ TEST(MirrorPlanner, SublinearSearchLogsEveryBudgetAndMemoryOrdering) {
   const double overhead = sub.planned.report.recompute_flops / (sub.planned.report.step_flops - sub.planned.report.recompute_flops);
   EXPECT_GT(overhead, 0.2);
   EXPECT_LT(overhead, 0.5);
+}
+
+// sublinear fills Chen's plan at its own peak (Chen et al. Sec. 4.3): never a larger total or a
+// higher live-bytes peak than Chen's plan (sublinear:chen), never more recompute; on ResNet-56 it
+// keeps convolutions back and recomputes less, and reports Chen's plan; on the LSTM nothing more
+// fits below the peak and Chen's plan stays. Both compute bitwise what `none` does (EveryMode).
+TEST(MirrorPlanner, SublinearFillsChensPlanAtItsOwnPeak) {
+  Config r = load_config(MNEMO_SOURCE_DIR "/configs/resnet56-cifar.yaml");
+  for (int64_t batch : {16, 64}) {
+    SCOPED_TRACE("ResNet-56 batch " + std::to_string(batch));
+    const Pipeline p = build_pipeline(r, static_data_shape(r), batch);
+    const MirrorResult chen = plan_pipeline(r, p, "sublinear:chen");
+    const MirrorResult sub = plan_pipeline(r, p, "sublinear");
+    EXPECT_FALSE(chen.filled);
+    EXPECT_EQ(chen.chen_total, -1);
+    EXPECT_TRUE(sub.filled);
+    EXPECT_EQ(sub.chen_total, chen.planned.report.total_bytes);
+    EXPECT_EQ(sub.chen_recompute_flops, chen.planned.report.recompute_flops);
+    EXPECT_LE(sub.planned.report.total_bytes, chen.planned.report.total_bytes);
+    EXPECT_LE(sub.planned.report.max_live_bytes, chen.planned.report.max_live_bytes);
+    EXPECT_LT(sub.planned.report.recompute_cost, chen.planned.report.recompute_cost);
+    EXPECT_LT(sub.planned.report.recompute_flops, 0.9 * chen.planned.report.recompute_flops);
+    int kept_back = 0;  // dropped by Chen's plan, kept by the fill: convolutions among them
+    for (size_t v = 0; v < sub.mirror.size(); ++v)
+      kept_back += chen.mirror[v] > 0 && sub.mirror[v] == 0 && p.model.builder.graph().node(static_cast<int>(v)).op->name == "conv2d";
+    EXPECT_GT(kept_back, 0);
+    EXPECT_EQ(sub.search.size(), chen.search.size());  // Chen's search log, as it was
+  }
+  const Config l = small_lstm();
+  const Pipeline pl = build_pipeline(l, static_data_shape(l), l.data.batch);
+  const MirrorResult lsub = plan_pipeline(l, pl, "sublinear"), lchen = plan_pipeline(l, pl, "sublinear:chen");
+  EXPECT_LE(lsub.planned.report.total_bytes, lchen.planned.report.total_bytes);
+  EXPECT_LE(lsub.planned.report.recompute_cost, lchen.planned.report.recompute_cost);
+  EXPECT_EQ(lsub.chen_total, lchen.planned.report.total_bytes);
+  EXPECT_NE(test::error_of([] { parse_memory_mode("sublinear:fast"); }).find("sublinear:chen"), std::string::npos);
 }
 
 // The mirror searches build their throwaway training graphs without the name index

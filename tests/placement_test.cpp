@@ -224,7 +224,7 @@ TEST(Placement, TheStartStackedAtThePeakReachesTheBoundOfAFilledBudgetPlan) {
 // and 0.26%), but for the splits at the peaks on the LSTM's. (Before this start the searches
 // stopped 0.19% above the bound on the LSTM's plan after 5 s.)
 TEST(Placement, TheStartWithTheLatestEndLowestIsAtTheBound) {
-  expect_start_at_the_bound("/configs/bench-lstm-2x512-fused.yaml", "sublinear",
+  expect_start_at_the_bound("/configs/bench-lstm-2x512-fused.yaml", "sublinear:chen",
                             {"stacked at the peak, latest end lowest", "split at the peaks, the rest lowest",
                              "split at the peaks, the rest on the first chain"},
                             true);
@@ -239,7 +239,7 @@ TEST(Placement, TheStartWithTheLatestEndLowestIsAtTheBound) {
 TEST(Placement, TheSplitsAtThePeaksReachTheBound) {
   expect_start_at_the_bound("/configs/table2/densenet169.yaml", "share",
                             {"split at the peaks, the rest lowest", "split at the peaks, the rest on the first chain"}, true);
-  expect_start_at_the_bound("/configs/table2/darts.yaml", "sublinear", {"split at the peaks, the rest on the first chain"}, true);
+  expect_start_at_the_bound("/configs/table2/darts.yaml", "sublinear:chen", {"split at the peaks, the rest on the first chain"}, true);
 }
 
 // The small buffers placed last, on top of the others placed exactly: on ResNet-101's and
@@ -257,8 +257,8 @@ TEST(Placement, TheSplitsAtThePeaksReachTheBound) {
 TEST(Placement, TheSmallBuffersOnTopReachTheBound) {
   // Inception-v3's share plan in the greedy order: two small buffers living just after the peak
   // are placed with the large ones in the second round.
-  const struct { const char *file, *mode, *order; } cases[] = {{"table2/resnet101", "sublinear", "default"},
-                                                               {"table2/inception_v3", "sublinear", "default"},
+  const struct { const char *file, *mode, *order; } cases[] = {{"table2/resnet101", "sublinear:chen", "default"},
+                                                               {"table2/inception_v3", "sublinear:chen", "default"},
                                                                {"table2/inception_v3", "share", "greedy"},
                                                                {"lstm-fashion-mnist", "share", "greedy"}};
   for (const auto& [file, mode, order] : cases) {

@@ -175,6 +175,9 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["search_seconds"] = mr.search_seconds;
       j["pruned_candidates"] = mr.pruned;
     }
+    if (mr.chen_total >= 0)
+      j["chen"] = {{"filled", mr.filled}, {"total_bytes", mr.chen_total}, {"recompute_flops", mr.chen_recompute_flops},
+                   {"recompute_cost", mr.chen_recompute_cost}};
     const mnemo::OrderReport& o = mr.order;
     if (o.order != "default")
       j["order"] = {{"order", o.order}, {"chosen", o.chosen}, {"default_peak_bytes", o.default_peak}, {"peak_bytes", o.peak},
@@ -196,6 +199,11 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   r.arena_bound_bytes ? 100.0 * static_cast<double>(r.arena_bytes - r.arena_bound_bytes) / static_cast<double>(r.arena_bound_bytes) : 0.0,
                   r.placement_seconds);
     if (reduces) std::printf("    all-reduce: %s\n", j["allreduce"].get<std::string>().c_str());
+    if (mr.chen_total >= 0)
+      std::printf("    %s: Chen's plan total %s, recompute %.3g GFLOP; filled at its own peak (kept back the most recompute per "
+                  "byte first while the live bytes allow) %s\n",
+                  mr.filled ? "filled" : "not filled", mnemo::format_bytes(mr.chen_total).c_str(), mr.chen_recompute_flops / 1e9,
+                  mr.filled ? "recomputes less in no more memory: chosen" : "packs larger or recomputes no less: Chen's plan kept");
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
                   o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),
