@@ -510,7 +510,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
                                       .exact_seconds = seconds, .balance = mode.balance});
   };
   finish(best, mode.placement_seconds);
-  if (!fills.empty()) {
+  if (mode.mirror == MirrorStrategy::sublinear && mode.sublinear_fill) {
     // sublinear: a fill of Chen's plan replaces it when, finished the same way, its total is no
     // larger and it recomputes less (the least recompute cost, then the least total, of the two).
     const MemoryReport chen = best.planned.report;
@@ -526,6 +526,17 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
         f.chen_total = best.chen_total, f.chen_recompute_flops = best.chen_recompute_flops, f.chen_recompute_cost = best.chen_recompute_cost;
         best = std::move(f);
         best.filled = true;
+      }
+    }
+    // A fill chosen above its live-bytes bound gets the rest of the placement time, as the plan
+    // chosen would have (its first search was cut short at kFillPlacementSeconds).
+    if (best.filled && mode.placement_seconds > kFillPlacementSeconds) {
+      const MemoryReport& r = best.planned.report;
+      if (mode.alloc == AllocMode::share && r.arena_bytes > r.max_live_bytes) {
+        PlannedStep again = plan_training_step(best.training, mode.alloc,
+                                               {.device = device, .kernels = best.planned.plan.kernels,
+                                                .exact_seconds = mode.placement_seconds - kFillPlacementSeconds, .balance = mode.balance});
+        if (again.report.arena_bytes < r.arena_bytes) best.planned = std::move(again);
       }
     }
   }

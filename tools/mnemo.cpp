@@ -200,10 +200,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   r.placement_seconds);
     if (reduces) std::printf("    all-reduce: %s\n", j["allreduce"].get<std::string>().c_str());
     if (mr.chen_total >= 0)
-      std::printf("    %s: Chen's plan total %s, recompute %.3g GFLOP; filled at its own peak (kept back the most recompute per "
-                  "byte first while the live bytes allow) %s\n",
-                  mr.filled ? "filled" : "not filled", mnemo::format_bytes(mr.chen_total).c_str(), mr.chen_recompute_flops / 1e9,
-                  mr.filled ? "recomputes less in no more memory: chosen" : "packs larger or recomputes no less: Chen's plan kept");
+      std::printf("    %s: Chen's plan total %s, recompute %.3g GFLOP; %s\n", mr.filled ? "filled" : "not filled",
+                  mnemo::format_bytes(mr.chen_total).c_str(), mr.chen_recompute_flops / 1e9,
+                  mr.filled ? "kept back at its own peak (the most recompute per byte first), it recomputes less in no more memory"
+                            : "no fill at its own peak packs as low and recomputes less: Chen's plan kept");
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
                   o.order.c_str(), o.chosen.c_str(), mnemo::format_bytes(o.peak).c_str(), mnemo::format_bytes(o.default_peak).c_str(),
