@@ -102,11 +102,7 @@ TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
     return y;
   };
   Config c = parse_config(yaml("fused"), "t.yaml");
-  auto count = [](const BuiltModel& m, const std::string& op) {
-    int k = 0;
-    for (size_t id = 0; id < m.builder.graph().size(); ++id) k += m.builder.graph().node(static_cast<int>(id)).op->name == op;
-    return k;
-  };
+  auto count = [](const BuiltModel& m, const std::string& op) { return test::count_ops(m.builder.graph(), op); };
   const BuiltModel train = build_model(c, static_data_shape(c), 2);
   EXPECT_EQ(count(train, "linear_cross_entropy"), 1);
   EXPECT_EQ(count(train, "softmax_cross_entropy"), 0);

@@ -150,42 +150,36 @@ TEST(PytorchMatch, CifarResNet8) {
   match_pytorch(m, "resnet");
 }
 
-TEST(PytorchMatch, Lstm2Layers3StepsPerStepLoss) {
+// The LSTM of the "lstm" fixture: 2 layers of 6, 3 steps, batch 4, input 5, 7 classes at every step.
+LstmConfig fixture_lstm() {
   LstmConfig c;
   c.steps = 3, c.batch = 4, c.input = 5, c.hidden = 6, c.layers = 2, c.classes = 7;
   c.per_step = true;
-  BuiltModel m = build_lstm_model(c);
+  return c;
+}
+
+TEST(PytorchMatch, Lstm2Layers3StepsPerStepLoss) {
+  BuiltModel m = build_lstm_model(fixture_lstm());
   match_pytorch(m, "lstm");
 }
 
 // The same fixture with each step's tail as one lstm_cell node (model.cell: fused).
 TEST(PytorchMatch, Lstm2Layers3StepsFusedCell) {
-  LstmConfig c;
-  c.steps = 3, c.batch = 4, c.input = 5, c.hidden = 6, c.layers = 2, c.classes = 7;
-  c.per_step = true;
+  LstmConfig c = fixture_lstm();
   c.fused_cell = true;
   BuiltModel m = build_lstm_model(c);
-  int cells = 0;
-  for (size_t id = 0; id < m.builder.graph().size(); ++id) cells += m.builder.graph().node(static_cast<int>(id)).op->name == "lstm_cell";
-  EXPECT_EQ(cells, 6);
+  EXPECT_EQ(count_ops(m.builder.graph(), "lstm_cell"), 6);
   match_pytorch(m, "lstm");
 }
 
 // The same fixture with every step's classifier and loss as one linear_cross_entropy node whose
 // gradient is made in the forward pass (model.head: fused): the same loss, gradients and steps.
 TEST(PytorchMatch, Lstm2Layers3StepsFusedHead) {
-  LstmConfig c;
-  c.steps = 3, c.batch = 4, c.input = 5, c.hidden = 6, c.layers = 2, c.classes = 7;
-  c.per_step = true;
+  LstmConfig c = fixture_lstm();
   c.fused_head = true;
   BuiltModel m = build_lstm_model(c);
-  int heads = 0, classifiers = 0;
-  for (size_t id = 0; id < m.builder.graph().size(); ++id) {
-    const std::string& op = m.builder.graph().node(static_cast<int>(id)).op->name;
-    heads += op == "linear_cross_entropy", classifiers += op == "fully_connected";
-  }
-  EXPECT_EQ(heads, 1);
-  EXPECT_EQ(classifiers, 2 * 3 + 2 * 2);  // the gates' products only
+  EXPECT_EQ(count_ops(m.builder.graph(), "linear_cross_entropy"), 1);
+  EXPECT_EQ(count_ops(m.builder.graph(), "fully_connected"), 2 * 3 + 2 * 2);  // the gates' products only
   EXPECT_TRUE(m.all_logits.empty());
   match_pytorch(m, "lstm");
 }

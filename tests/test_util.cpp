@@ -150,6 +150,12 @@ std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tenso
   return run_op(op, v, attrs);
 }
 
+int count_ops(const Graph& g, const std::string& op) {
+  int k = 0;
+  for (size_t id = 0; id < g.size(); ++id) k += g.node(static_cast<int>(id)).op->name == op;
+  return k;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -97,6 +97,8 @@ Tensor rand64(Shape shape, uint64_t seed, double scale = 1.0, double offset = 0.
 std::vector<Tensor> run(const std::string& op, std::initializer_list<const Tensor*> in, const Attrs& attrs = {});
 // The message of the mnemo::Error f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
+// How many nodes of `g` run op `op`.
+int count_ops(const Graph& g, const std::string& op);
 
 // A random small DAG of float64 fully_connected, relu/tanh, concat, add/mul (batch 2) ending in a
 // softmax cross-entropy `loss`: `layers` layers or a few more.
