@@ -202,7 +202,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
     if (mr.chen_total >= 0)
       std::printf("    %s: Chen's plan total %s, recompute %.3g GFLOP; %s\n", mr.filled ? "filled" : "not filled",
                   mnemo::format_bytes(mr.chen_total).c_str(), mr.chen_recompute_flops / 1e9,
-                  mr.filled ? "kept back at its own peak (the most recompute per byte first), it recomputes less in no more memory"
+                  mr.filled ? "kept back at its own peak (the most recompute per byte first), it recomputes less in no more memory (or as much in less)"
                             : "no fill at its own peak packs as low and recomputes less: Chen's plan kept");
     if (o.order != "default") {
       std::printf("    order %s: %s order chosen, live-bytes peak %s (default order %s, %+.1f%%), %d of %d nodes after the forward pass moved, %.2f s",
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   int64_t plan_batch = 0;
   plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE or all")
+  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive[=DEPTH], optimal, budget=SIZE or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   std::string plan_device, plan_order;
@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
+  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
   train->add_option("--order", topt.order, "schedule order: default, greedy or optimal (overrides the config)")->check(orders);
   const std::string placement_help = "time limit of the exact placement, 0: best fit only (overrides the config's placement_seconds)";
   train->add_option("--placement-seconds", topt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));
