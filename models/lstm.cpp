@@ -34,9 +34,13 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
   EntryRef wy = b.param("classifier/weight", {c.classes, H}, {ParamInit::uniform, bound});
   EntryRef by = b.param("classifier/bias", {c.classes}, {ParamInit::uniform, bound});
   // The fused head (model.head: fused) in training graphs: the top layer's outputs of every step
-  // (or the last step's), stacked in step order, and the labels as one column.
+  // (or the last step's) stacked in step order, and the labels as one column. Each step's output
+  // is written into the stack as soon as it is made (stack_rows, in place on one buffer): a concat
+  // at the end would keep all of them alive to the end of the forward pass, across every cut of
+  // the mirror planners.
   const bool fused = c.fused_head && c.training;
-  std::vector<EntryRef> losses, tops;
+  std::vector<EntryRef> losses;
+  EntryRef stack;
   for (int64_t t = 0; t < c.steps; ++t) {
     const std::string in = "input/step" + std::to_string(t);
     EntryRef xt = b.op("slice", {x}, {{"axis", int64_t{0}}, {"begin", t}, {"end", t + 1}}, in + "/slice");
@@ -65,7 +69,10 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
       h_in = ly.h;
     }
     if (c.per_step && fused) {
-      tops.push_back(h_in);
+      if (!stack.valid())
+        stack = b.op("constant", {}, {{"shape", std::vector<int64_t>{c.steps * n, H}}, {"dtype", std::string(dtype_name(c.dtype))},
+                                      {"value", 0.0}}, "classifier/inputs");
+      stack = b.op("stack_rows", {stack, h_in}, {{"begin", t * n}}, "classifier/inputs/step" + std::to_string(t));
     } else if (c.per_step) {
       const std::string s = "classifier/step" + std::to_string(t);
       m.logits = b.op("fully_connected", {h_in, wy, by}, {}, s);
@@ -76,9 +83,8 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
     }
   }
   if (fused) {
-    if (!c.per_step) tops = {layer.back().h};
-    EntryRef x_all = tops.size() == 1 ? tops[0] : b.op("concat", tops, {{"axis", int64_t{0}}}, "classifier/inputs");
-    const int64_t rows = static_cast<int64_t>(tops.size()) * n;
+    EntryRef x_all = c.per_step ? stack : layer.back().h;
+    const int64_t rows = (c.per_step ? c.steps : 1) * n;
     EntryRef y_all = c.per_step ? b.op("reshape", {labels}, {{"shape", std::vector<int64_t>{rows}}}, "classifier/labels") : labels;
     // The mean over every step's rows: the per-step classifiers' (1/T) sum_t mean_n, the same loss.
     m.loss = b.op_n("linear_cross_entropy", {x_all, wy, by, y_all}, {}, "classifier/loss")[0];

@@ -9,6 +9,12 @@
 //       grad: dx = concat(dy_1..dy_k) (a zero constant for a piece without gradient)
 //   concat(x1..xk) {axis = 0}                      y = the xi joined along axis (other dims equal)
 //       grad: split(dy) {axis, sizes: the inputs' extents}
+//   stack_rows(stack, x) {begin}                   y = stack with rows [begin, begin + rows of x) = x
+//       (axis 0; in place on stack: a chain of them fills one buffer as its pieces are made, where a
+//       concat at the end would keep every piece alive until then)
+//       grad: stack_rows_grad(dy) {begin, rows}
+//   stack_rows_grad(dy) {begin, rows}              dx = dy[begin:begin+rows] (a copy), dstack = dy
+//       with those rows zero (in place on dy)
 #include "ops/slice_concat.h"
 
 #include <array>
@@ -259,6 +265,67 @@ Cost copy_cost(const void*, std::span<const TensorType> in, std::span<const Tens
 
 TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
 
+// ---- stack_rows ----
+
+struct StackParams {
+  int64_t begin = 0, rows = 0;
+};
+StackParams parse_stack(AttrReader& r) { return {r.require_int("begin"), 0}; }
+StackParams parse_stack_grad(AttrReader& r) { return {r.require_int("begin"), r.require_int("rows")}; }
+
+// The bytes of one row (axis 0) of a tensor of shape `s`.
+int64_t row_bytes(const Shape& s, DType t) { return s.empty() ? 0 : numel(s) / s[0] * static_cast<int64_t>(dtype_size(t)); }
+
+std::vector<TensorType> infer_stack(const void* params, std::span<const TensorType> in) {
+  const TensorType &st = in[0], &x = in[1];
+  const int64_t b = static_cast<const StackParams*>(params)->begin;
+  MNEMO_CHECK(!st.shape.empty() && x.dtype == st.dtype && x.shape.size() == st.shape.size() &&
+              std::equal(x.shape.begin() + 1, x.shape.end(), st.shape.begin() + 1))
+      << "stack_rows: x must have stack's dtype and its dims after the first, got stack " << st.str() << " and x " << x.str();
+  MNEMO_CHECK(b >= 0 && b + x.shape[0] <= st.shape[0]) << "stack_rows: rows [" << b << ", " << b + x.shape[0]
+                                                       << ") are outside the stack's " << st.shape[0] << " rows";
+  return {st};
+}
+
+// y may be the stack (in place): then only x's rows are written.
+void stack_cpu(const KernelContext& c) {
+  const int64_t row = row_bytes(c.in[0].shape(), c.in[0].dtype());
+  if (c.out[0].data != c.in[0].data) std::memcpy(c.out[0].data, c.in[0].data, static_cast<size_t>(c.in[0].bytes()));
+  const int64_t b = c.p<StackParams>().begin, n = c.in[1].dim(0);
+  strided_copy(bytes_of(c.out[0]) + b * row, n * row, bytes_of(c.in[1]), n * row, 1, n * row);
+}
+
+std::vector<std::optional<EntryRef>> grad_stack(Graph& g, const GradContext& c) {
+  const int64_t rows = g.type(c.inputs[1]).shape.at(0);
+  const int v = g.add("stack_rows_grad", {*c.dout[0]}, {{"begin", c.p<StackParams>().begin}, {"rows", rows}});
+  return {EntryRef{v, 0}, EntryRef{v, 1}};
+}
+
+std::vector<TensorType> infer_stack_grad(const void* params, std::span<const TensorType> in) {
+  const StackParams& p = *static_cast<const StackParams*>(params);
+  const TensorType& dy = in[0];
+  MNEMO_CHECK(!dy.shape.empty() && p.rows >= 1 && p.begin >= 0 && p.begin + p.rows <= dy.shape[0])
+      << "stack_rows_grad: rows [" << p.begin << ", " << p.begin + p.rows << ") are outside dy " << dy.str();
+  TensorType dx = dy;
+  dx.shape[0] = p.rows;
+  return {dy, dx};
+}
+
+// dstack may be dy (in place): dx is copied out before its rows are zeroed.
+void stack_grad_cpu(const KernelContext& c) {
+  const StackParams& p = c.p<StackParams>();
+  const int64_t row = row_bytes(c.in[0].shape(), c.in[0].dtype());
+  strided_copy(bytes_of(c.out[1]), p.rows * row, bytes_of(c.in[0]) + p.begin * row, p.rows * row, 1, p.rows * row);
+  if (c.out[0].data != c.in[0].data) std::memcpy(c.out[0].data, c.in[0].data, static_cast<size_t>(c.in[0].bytes()));
+  strided_copy(bytes_of(c.out[0]) + p.begin * row, p.rows * row, nullptr, 0, 1, p.rows * row);
+}
+
+// What a row copy moves (in place, the rest of the stack is not touched).
+Cost rows_cost(std::span<const TensorType> in, std::span<const TensorType> out, int which) {
+  const TensorType& t = which == 0 ? in[1] : out[1];
+  return Cost{0, 2.0 * static_cast<double>(t.bytes())};
+}
+
 }  // namespace
 }  // namespace mnemo::ops
 
@@ -316,6 +383,35 @@ MNEMO_REGISTER_OPS(slice_concat) {
     d.cost = copy_cost;
     d.cpu = concat_cpu;
     d.sample = OpSample{{{"axis", int64_t{1}}}, {f32({2, 1, 3}), f32({2, 2, 3}), f32({2, 3, 3})}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "stack_rows";
+    d.doc = "y = stack with x written at row begin (axis 0), in place on stack";
+    d.min_inputs = d.max_inputs = 2;
+    d.parse = parse_with(parse_stack, "stack_rows");
+    d.infer = infer_stack;
+    d.grad = grad_stack;
+    d.inplace = {{0, 0}};
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) { return rows_cost(in, out, 0); };
+    d.backends.cuda = false;  // (the fused LSTM head's, which is CPU only)
+    d.cpu = stack_cpu;
+    d.sample = OpSample{{{"begin", int64_t{1}}}, {f32({5, 3}), f32({2, 3})}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "stack_rows_grad";
+    d.doc = "backward of stack_rows: dx = dy's rows [begin, begin+rows), dstack = dy with them zero (in place)";
+    d.min_inputs = d.max_inputs = 1;
+    d.parse = parse_with(parse_stack_grad, "stack_rows_grad");
+    d.infer = infer_stack_grad;
+    d.inplace = {{0, 0}};
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) { return rows_cost(in, out, 1); };
+    d.backends.cuda = false;
+    d.cpu = stack_grad_cpu;
+    d.sample = OpSample{{{"begin", int64_t{1}}, {"rows", int64_t{2}}}, {f32({5, 3})}};
     registry.add(std::move(d));
   }
 }
