@@ -106,6 +106,8 @@ TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
   const BuiltModel train = build_model(c, static_data_shape(c), 2);
   EXPECT_EQ(count(train, "linear_cross_entropy"), 1);
   EXPECT_EQ(count(train, "softmax_cross_entropy"), 0);
+  EXPECT_EQ(count(train, "stack_rows"), 3);  // each step's output written into the stack as it is made
+  EXPECT_EQ(count(train, "concat"), 0);
   const BuiltModel eval = build_model(c, static_data_shape(c), 2, false);
   EXPECT_EQ(count(eval, "linear_cross_entropy"), 0);
   EXPECT_EQ(eval.all_logits.size(), 3u);
