@@ -484,6 +484,12 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
   double best = o.incumbent_cost >= 0 ? o.incumbent_cost / md.cost_unit : kInf;
   ExactBudget out;
   out.bound_cost = 0;
+  // Whether the bound proven reaches the incumbent (which is then optimal); what every return sets.
+  auto at_incumbent = [&] { return std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9); };
+  auto done = [&] {
+    out.proven = out.proven || at_incumbent();
+    out.seconds = elapsed();
+  };
   Gaps gaps = starting_gaps(md, o.max_gaps);
   if (!o.integer) {  // budget's fast solver: the LP's bound with its rounds (and the root's cuts)
     const bool root_first = o.root == ExactBudgetOptions::Root::first && o.lp_round_seconds > 0;
@@ -498,8 +504,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     out.bound_cost = std::max(lp.bound_cost, out.root_bound_cost);
     if (root_first && out.status != "optimal") out.status += ", root cuts";
     out.columns = lp.columns, out.rows = lp.rows, out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
-    out.proven = std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9);
-    out.seconds = elapsed();
+    done();
     return out;
   }
   if (o.lp_rounds > 0) {
@@ -520,11 +525,10 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
       out.bound_cost = std::max(out.bound_cost, out.root_bound_cost);
       ++out.solves;
     }
-    if (std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9)) {
+    if (at_incumbent()) {
       out.status = "optimal";  // the incumbent is proven optimal
-      out.proven = true;
       out.gaps = static_cast<int>(gaps.fwd.size() + gaps.bwd.size());
-      out.seconds = elapsed();
+      done();
       return out;
     }
   }
@@ -622,8 +626,7 @@ ExactBudget solve_budget_exact(const Graph& forward, const TrainingGraph& keep_a
     tighten += std::max(1.0, static_cast<double>(chk.excess_bytes) / unit);
     honest = !honest;
   }
-  if (std::isfinite(best) && out.bound_cost >= best * md.cost_unit * (1 - 1e-9)) out.proven = true;
-  out.seconds = elapsed();
+  done();
   return out;
 }
 

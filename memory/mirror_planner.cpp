@@ -500,45 +500,39 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       break;
     }
   }
-  // The plan chosen in its final order, placed exactly (its candidates were compared by their
-  // best-fit packings).
-  auto finish = [&](MirrorResult& r, double seconds) {
-    ctx.finish_order(r);
-    if (mode.alloc == AllocMode::share && seconds > 0 && r.planned.report.arena_bytes > r.planned.report.max_live_bytes)
-      r.planned = plan_training_step(r.training, mode.alloc,
-                                     {.device = device, .kernels = std::move(r.planned.plan.kernels),
-                                      .exact_seconds = seconds, .balance = mode.balance});
+  // The exact placement of `r`'s plan for up to `seconds` when it is above its live-bytes bound
+  // (the candidates were compared by their best-fit packings). It replaces a best-fit packing, and
+  // an earlier exact placement only when it is smaller (each search starts from best fit).
+  auto place = [&](MirrorResult& r, double seconds) {
+    const MemoryReport& rep = r.planned.report;
+    if (mode.alloc != AllocMode::share || seconds <= 0 || rep.arena_bytes <= rep.max_live_bytes) return;
+    PlannedStep p = plan_training_step(r.training, mode.alloc,
+                                       {.device = device, .kernels = r.planned.plan.kernels, .exact_seconds = seconds, .balance = mode.balance});
+    if (rep.placement == "best fit" || p.report.arena_bytes < rep.arena_bytes) r.planned = std::move(p);
   };
-  finish(best, mode.placement_seconds);
+  ctx.finish_order(best);
+  place(best, mode.placement_seconds);
   if (mode.mirror == MirrorStrategy::sublinear && mode.sublinear_fill) {
     // sublinear: a fill of Chen's plan replaces it when, finished the same way, its total is no
     // larger and it recomputes less (the least recompute cost, then the least total, of the two).
     const MemoryReport chen = best.planned.report;
-    best.chen_total = chen.total_bytes, best.chen_recompute_flops = chen.recompute_flops, best.chen_recompute_cost = chen.recompute_cost;
     for (MirrorResult& f : fills) {
       // (at most kFillPlacementSeconds: where the fill packs no lower than Chen's plan, e.g.
       // DenseNet-121's, the search would run to the limit in vain)
-      finish(f, std::min(mode.placement_seconds, kFillPlacementSeconds));
+      ctx.finish_order(f);
+      place(f, std::min(mode.placement_seconds, kFillPlacementSeconds));
       const MemoryReport &r = f.planned.report, &b = best.planned.report;
       if (r.total_bytes <= chen.total_bytes &&
           (r.recompute_cost < b.recompute_cost || (r.recompute_cost == b.recompute_cost && r.total_bytes < b.total_bytes))) {
         f.search = std::move(best.search);
-        f.chen_total = best.chen_total, f.chen_recompute_flops = best.chen_recompute_flops, f.chen_recompute_cost = best.chen_recompute_cost;
         best = std::move(f);
         best.filled = true;
       }
     }
     // A fill chosen above its live-bytes bound gets the rest of the placement time, as the plan
-    // chosen would have (its first search was cut short at kFillPlacementSeconds).
-    if (best.filled && mode.placement_seconds > kFillPlacementSeconds) {
-      const MemoryReport& r = best.planned.report;
-      if (mode.alloc == AllocMode::share && r.arena_bytes > r.max_live_bytes) {
-        PlannedStep again = plan_training_step(best.training, mode.alloc,
-                                               {.device = device, .kernels = best.planned.plan.kernels,
-                                                .exact_seconds = mode.placement_seconds - kFillPlacementSeconds, .balance = mode.balance});
-        if (again.report.arena_bytes < r.arena_bytes) best.planned = std::move(again);
-      }
-    }
+    // chosen would have.
+    if (best.filled) place(best, mode.placement_seconds - kFillPlacementSeconds);
+    best.chen_total = chen.total_bytes, best.chen_recompute_flops = chen.recompute_flops, best.chen_recompute_cost = chen.recompute_cost;
   }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   best.planned.report.mode = mode.name;

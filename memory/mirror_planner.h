@@ -131,7 +131,7 @@ struct MirrorResult {
   double solver_seconds = 0;
   OrderReport order;               // the schedule order pass on the plan chosen
   // sublinear: whether the plan is Chen's filled at its own peak, and Chen's plan's total and
-  // recompute (-1: not filled: sublinear:chen, or not a sublinear plan)
+  // recompute (chen_total -1: sublinear:chen, or not a sublinear plan)
   bool filled = false;
   int64_t chen_total = -1;
   double chen_recompute_flops = 0, chen_recompute_cost = 0;

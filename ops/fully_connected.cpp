@@ -322,22 +322,25 @@ std::vector<TensorType> infer_grad_bias(const void*, std::span<const TensorType>
   return {TensorType{in[0].dtype, {in[0].shape[1]}}};
 }
 
-// Each db[j] sums dy[0..N-1, j] in order, whichever thread owns column j.
+// db[j] (+)= dy[0..N-1, j] added in row order, whichever thread owns column j.
+template <class T>
+void column_sums(const T* dy, int64_t n, int64_t m, T* db, bool accumulate) {
+  auto columns = [&](int64_t lo, int64_t hi) {
+    if (!accumulate)
+      for (int64_t j = lo; j < hi; ++j) db[j] = T(0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = lo; j < hi; ++j) db[j] += dy[i * m + j];
+  };
+  if (n * m < kParallelGrain || m < 64) {
+    columns(0, m);
+  } else {
+    parallel_for((m + 63) / 64, [&](int64_t blk) { columns(blk * 64, std::min(m, (blk + 1) * 64)); });
+  }
+}
+
 void grad_bias_cpu(const KernelContext& c) {
   dispatch_float(c.in[0].dtype(), "fully_connected_grad_bias", [&]<class T>() {
-    const int64_t n = c.in[0].dim(0), m = c.in[0].dim(1);
-    const T* dy = c.in[0].as<T>();
-    T* db = c.out[0].as<T>();
-    auto columns = [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) db[j] = T(0);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = lo; j < hi; ++j) db[j] += dy[i * m + j];
-    };
-    if (n * m < kParallelGrain || m < 64) {
-      columns(0, m);
-    } else {
-      parallel_for((m + 63) / 64, [&](int64_t blk) { columns(blk * 64, std::min(m, (blk + 1) * 64)); });
-    }
+    column_sums(c.in[0].as<T>(), c.in[0].dim(0), c.in[0].dim(1), c.out[0].as<T>(), false);
   });
 }
 
@@ -350,6 +353,9 @@ void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, 
 void fc_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C, bool accumulate) {
   gemm<double>(ta, tb, M, N, K, A, B, C, accumulate ? 1.0 : 0.0);
 }
+
+void fc_bias_sums(const float* dy, int64_t n, int64_t m, float* db, bool accumulate) { column_sums(dy, n, m, db, accumulate); }
+void fc_bias_sums(const double* dy, int64_t n, int64_t m, double* db, bool accumulate) { column_sums(dy, n, m, db, accumulate); }
 
 const char* cpu_gemm_library() {
   const bool over = use_mkl(Product::overwrite), acc = use_mkl(Product::accumulate);

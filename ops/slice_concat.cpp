@@ -320,11 +320,8 @@ void stack_grad_cpu(const KernelContext& c) {
   strided_copy(bytes_of(c.out[0]) + p.begin * row, p.rows * row, nullptr, 0, 1, p.rows * row);
 }
 
-// What a row copy moves (in place, the rest of the stack is not touched).
-Cost rows_cost(std::span<const TensorType> in, std::span<const TensorType> out, int which) {
-  const TensorType& t = which == 0 ? in[1] : out[1];
-  return Cost{0, 2.0 * static_cast<double>(t.bytes())};
-}
+// What copying rows of `t` moves (read and written; in place, the rest of the stack is untouched).
+Cost rows_cost(const TensorType& t) { return Cost{0, 2.0 * static_cast<double>(t.bytes())}; }
 
 }  // namespace
 }  // namespace mnemo::ops
@@ -394,7 +391,7 @@ MNEMO_REGISTER_OPS(slice_concat) {
     d.infer = infer_stack;
     d.grad = grad_stack;
     d.inplace = {{0, 0}};
-    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) { return rows_cost(in, out, 0); };
+    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType>) { return rows_cost(in[1]); };
     d.backends.cuda = false;  // (the fused LSTM head's, which is CPU only)
     d.cpu = stack_cpu;
     d.sample = OpSample{{{"begin", int64_t{1}}}, {f32({5, 3}), f32({2, 3})}};
@@ -408,7 +405,7 @@ MNEMO_REGISTER_OPS(slice_concat) {
     d.parse = parse_with(parse_stack_grad, "stack_rows_grad");
     d.infer = infer_stack_grad;
     d.inplace = {{0, 0}};
-    d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) { return rows_cost(in, out, 1); };
+    d.cost = [](const void*, std::span<const TensorType>, std::span<const TensorType> out) { return rows_cost(out[1]); };
     d.backends.cuda = false;
     d.cpu = stack_grad_cpu;
     d.sample = OpSample{{{"begin", int64_t{1}}, {"rows", int64_t{2}}}, {f32({5, 3})}};

@@ -191,7 +191,6 @@ void linear_loss_cpu(const KernelContext& c) {
     T* z = static_cast<T*>(c.workspace);
     T* row_loss = z + chunk * classes;
     const T scale = T(1) / static_cast<T>(rows);
-    std::fill(db, db + classes, T(0));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t n = std::min(chunk, rows - r0);
       fc_gemm(false, true, n, classes, d, x + r0 * d, w, z, false);  // z = x w^T
@@ -205,8 +204,7 @@ void linear_loss_cpu(const KernelContext& c) {
         row_loss[r0 + i] = std::log(s) + m - picked;
         for (int64_t j = 0; j < classes; ++j) zi[j] = (zi[j] / s - (j == label ? T(1) : T(0))) * scale;
       });
-      for (int64_t i = 0; i < n; ++i)  // db: rows in order
-        for (int64_t j = 0; j < classes; ++j) db[j] += z[i * classes + j];
+      fc_bias_sums(z, n, classes, db, r0 > 0);  // db (+)= the chunk's rows, in order
       fc_gemm(false, false, n, d, classes, z, w, dx + r0 * d, false);  // dx = dz w
       fc_gemm(true, false, classes, d, n, z, x + r0 * d, dw, r0 > 0);  // dw (+)= dz^T x
     }

@@ -50,6 +50,10 @@ expect graph-training 0 '\[recompute of ' -- "$mnemo" graph lstm --training 1
 expect plan-table 0 'sublinear .*MiB|sublinear .*KiB' -- "$mnemo" plan "$cfg"
 expect plan-json 0 '"format": "mnemo-plan-1"' -- "$mnemo" plan "$cfg" --memory share --json
 expect plan-search 0 '"kept_cuts"' -- "$mnemo" plan "$cfg" --memory sublinear --json
+# sublinear reports Chen's plan and whether its fill replaced it; sublinear:chen is Chen's plan as it is.
+expect plan-sublinear-filled 0 "filled: Chen's plan total .*recompute" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory sublinear
+expect plan-sublinear-filled-json 0 '"filled": true' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory sublinear --json
+expect plan-sublinear-chen 0 '^sublinear:chen ' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory sublinear:chen
 # The activations' layout in the plan: plain where the config pins it (model.layout, docs/CONFIG.md).
 expect plan-layout 0 '"layout": "plain"' -- "$mnemo" plan "$src/configs/table2/resnet18.yaml" --memory share --json --placement-seconds 0
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
