@@ -47,6 +47,16 @@ class Builder {
   std::vector<bool> scheduled_;           // per scratch node
   std::vector<int> order_;                // schedule of non-forward nodes
   std::vector<int> mirror_of_;            // a[v]: the node backward reads for forward node v
+  // The entry backward (or a later copy) reads for forward entry e: a[v]'s, or, where a[v] is a
+  // copy recomputing from v's saved outputs (OpDef::recompute_as), v's own for those.
+  EntryRef mirror_entry(EntryRef e) const {
+    const int a = mirror_of_[e.node];
+    if (a != e.node && g_.node(a).op != fwd_.node(e.node).op) {
+      const std::vector<int>& saved = fwd_.node(e.node).op->saved_outputs;
+      if (std::count(saved.begin(), saved.end(), e.index)) return e;
+    }
+    return {a, e.index};  // (a copy's outputs are the forward node's first ones: make_mirrors)
+  }
   std::map<EntryRef, EntryRef> grad_;     // forward entry -> running gradient sum
 };
 
@@ -68,7 +78,23 @@ void Builder::make_mirrors() {
     for (size_t v = 0; v < nf_; ++v) {
       if (k > mirror_count(static_cast<int>(v))) continue;
       Node clone = fwd_.node(static_cast<int>(v));
-      for (EntryRef& e : clone.inputs) e.node = mirror_of_[e.node];
+      for (EntryRef& e : clone.inputs) e = mirror_entry(e);
+      // An op that recomputes from its saved outputs (OpDef::recompute_as) reads the forward
+      // node's (they stay live for it, and backward reads them: mirror_entry) and runs the
+      // cheaper op on the same params, whose outputs are the others (in order).
+      if (const OpDef* as = recompute_op(clone)) {
+        const std::vector<int>& saved = clone.op->saved_outputs;
+        for (int j : saved) clone.inputs.push_back({static_cast<int>(v), j});
+        std::vector<TensorType> outs;
+        for (size_t j = 0; j < clone.outputs.size(); ++j)
+          if (!std::count(saved.begin(), saved.end(), static_cast<int>(j))) outs.push_back(clone.outputs[j]);
+        // (the saved outputs are the last: the copy's outputs keep their indices)
+        for (int j : saved)
+          MNEMO_ASSERT(j >= static_cast<int>(outs.size())) << "op " << clone.op->name << " recomputes as " << as->name
+                                                          << " but its saved output " << j << " is not among its last";
+        clone.outputs = std::move(outs);
+        clone.op = as;
+      }
       const std::string name = clone.name + "/mirror" + (k > 1 ? std::to_string(k) : "");
       clone.name = name;  // (push makes it unique as add_node would, without a rename)
       const int id = g_.push(std::move(clone));
@@ -171,9 +197,8 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     if (!any) continue;
     MNEMO_CHECK(n.op->grad) << "node '" << n.name << "' (" << n.op->name
                             << ") is on the gradient path but its op is not differentiable";
-    const int a = mirror_of_[v];
-    for (const EntryRef& e : n.inputs) ctx.inputs.push_back({mirror_of_[e.node], e.index});
-    for (size_t j = 0; j < n.outputs.size(); ++j) ctx.outputs.push_back({a, static_cast<int>(j)});
+    for (const EntryRef& e : n.inputs) ctx.inputs.push_back(mirror_entry(e));
+    for (size_t j = 0; j < n.outputs.size(); ++j) ctx.outputs.push_back(mirror_entry({v, static_cast<int>(j)}));
 
     const size_t first_new = g_.size();
     std::vector<std::optional<EntryRef>> dx;

@@ -159,6 +159,26 @@ Cost node_cost(const Graph& g, int id) {
   return {0, io_bytes(in, n.outputs)};
 }
 
+const OpDef* recompute_op(const Node& n) {
+  if (!n.op->recompute_as) return nullptr;
+  const char* name = n.op->recompute_as(n.params.get());
+  return name ? &op_registry().get(name) : nullptr;
+}
+
+Cost recompute_cost(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  const OpDef* as = n.is(OpKind::compute) ? recompute_op(n) : nullptr;
+  if (!as) return node_cost(g, id);
+  // Its inputs: the node's and its saved outputs; its outputs: the others.
+  std::vector<TensorType> in = input_types(g, id), out;
+  const std::vector<int>& saved = n.op->saved_outputs;
+  for (int j : saved) in.push_back(n.outputs[static_cast<size_t>(j)]);
+  for (size_t j = 0; j < n.outputs.size(); ++j)
+    if (!std::count(saved.begin(), saved.end(), static_cast<int>(j))) out.push_back(n.outputs[j]);
+  MNEMO_ASSERT(as->cost) << "op " << as->name << " recomputes " << n.op->name << " but has no cost function";
+  return as->cost(n.params.get(), in, out);
+}
+
 const TensorType& Graph::type(EntryRef e) const {
   MNEMO_CHECK(e.node >= 0 && e.node < static_cast<int>(nodes_.size())) << "no node " << e.node;
   const Node& n = nodes_[e.node];

@@ -123,6 +123,12 @@ class Graph {
 // non-compute nodes; for ops without a cost function OpDef::cost's default (no FLOPs, the bytes of
 // the inputs and outputs).
 Cost node_cost(const Graph& g, int id);
+// The cost of recomputing node `id` of a forward graph `g`: node_cost, or, when its op recomputes
+// as another op (OpDef::recompute_as), that op's cost on the node's inputs and saved outputs. The
+// planners' recompute costs (the fills, the knapsack bound, the programme) are this.
+Cost recompute_cost(const Graph& g, int id);
+// The op a recomputed copy of node `n` runs (OpDef::recompute_as): null for n's own op.
+const OpDef* recompute_op(const Node& n);
 
 // The types of node `id`'s inputs, in a list per thread that the next call on the same thread
 // overwrites (its shapes keep their storage: this runs for every node of every candidate plan,

@@ -64,6 +64,20 @@ void bn_forward(const KernelContext& c) {
                                  L.c, L.l, p.eps, ws);
 }
 
+// batch_norm_recompute (x, gamma, beta, mean, inv_std) -> y: one coefficient
+// pass and the elementwise pass, no reductions (its workspace: the coefficients only).
+size_t bn_recompute_workspace(Context&, const void* params, std::span<const TensorType> in,
+                              std::span<const TensorType>) {
+  require_plain(params, "batch_norm_recompute");
+  const Layout L = layout_of(in[0]);
+  return batch_norm_workspace_bytes(L.n, L.c, L.l, false);
+}
+void bn_recompute(const KernelContext& c) {
+  const Layout L = layout_of(c.in[0]);
+  batch_norm_recompute(context_of(c).stream, f(c.in[0]), f(c.in[1]), f(c.in[2]), f(c.in[3]), f(c.in[4]), fo(c.out[0]),
+                       L.n, L.c, L.l, workspace_of(c, "batch_norm_recompute", false));
+}
+
 void bn_grad(const KernelContext& c) {  // (x, gamma, mean, inv_std, dy) -> (dx, dgamma, dbeta)
   const Layout L = layout_of(c.in[0]);
   batch_norm_backward(context_of(c).stream, f(c.in[0]), f(c.in[1]), f(c.in[2]), f(c.in[3]), f(c.in[4]), fo(c.out[0]),
@@ -91,6 +105,7 @@ void bn_stats(const KernelContext& c) {
 MNEMO_REGISTER_CUDA_OPS(batch_norm) {
   using namespace mnemo::cuda;
   table.add("batch_norm", {bn_forward, bn_forward_workspace});
+  table.add("batch_norm_recompute", {bn_recompute, bn_recompute_workspace});
   table.add("batch_norm_grad", {bn_grad, bn_grad_workspace});
   table.add("batch_norm_inference_grad", {bn_inference_grad, bn_grad_workspace});
   table.add("batch_norm_stats", {bn_stats});

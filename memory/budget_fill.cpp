@@ -31,7 +31,7 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes) {
 double keep_back_key(const Graph& fwd, int v, double balance, double also_saved) {
   double bytes = 0;
   for (const TensorType& t : fwd.node(v).outputs) bytes += static_cast<double>(t.bytes());
-  return -(node_cost(fwd, v).roofline(balance) + also_saved) / std::max(1.0, bytes);
+  return -(recompute_cost(fwd, v).roofline(balance) + also_saved) / std::max(1.0, bytes);
 }
 
 // What keeping each dropped forward node of `r`'s plan back saves besides its own recompute: a
@@ -59,7 +59,7 @@ std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r)
     if (n.role != NodeRole::recompute) continue;
     const auto& rs = readers[static_cast<size_t>(id)];
     if (rs.empty() || !std::all_of(rs.begin(), rs.end(), [&](int w) { return g.node(w).role == NodeRole::recompute; })) continue;
-    const double share = (node_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
+    const double share = (recompute_cost(fwd, n.source).roofline(ctx.mode.balance) + charged[static_cast<size_t>(id)]) /
                          static_cast<double>(rs.size());
     for (int w : rs) charged[static_cast<size_t>(w)] += share;
   }

@@ -75,10 +75,14 @@ KnapsackBound::KnapsackBound(const Graph& fwd, const TrainingGraph& tg, double b
   for (size_t v = 0; v < fwd.size(); ++v) {
     const Node& n = fwd.node(static_cast<int>(v));
     double bytes = 0;
+    // (a node recomputed from its saved outputs, OpDef::recompute_as, leaves them live in every
+    // plan: dropping it saves only its other outputs)
+    const std::vector<int>* saved = n.is(OpKind::compute) && recompute_op(n) ? &n.op->saved_outputs : nullptr;
     for (size_t j = 0; j < n.outputs.size(); ++j)
-      if (read[v][j]) bytes += static_cast<double>(n.outputs[j].bytes());
+      if (read[v][j] && !(saved && std::count(saved->begin(), saved->end(), static_cast<int>(j))))
+        bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
-    Item it{static_cast<int>(v), node_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
+    Item it{static_cast<int>(v), recompute_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
     std::vector<EntryRef> seen;
     for (const EntryRef& x : n.inputs) {
       const EntryRef e = owning_entry(fwd, x);
@@ -103,7 +107,7 @@ KnapsackBound::KnapsackBound(const Graph& fwd, const TrainingGraph& tg, double b
     double held = 0;
     for (const auto& [u, b] : it.held) {
       const double k = sharing[u];
-      ups.push_back({node_cost(fwd, u).roofline(balance) / k, b / k});
+      ups.push_back({recompute_cost(fwd, u).roofline(balance) / k, b / k});
       held += b / k;
     }
     std::sort(ups.begin(), ups.end(), cheaper_per_byte);

@@ -7,6 +7,11 @@
 //       y = gamma * (x - mean) * inv_std + beta.  mean and inv_std are saved outputs.
 //   batch_norm{training=false}(x, gamma, beta, running_mean[C], running_var[C]) -> y
 //       y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta
+//       (y is computed with gamma * inv_std rounded to x's type: what batch_norm_recompute repeats.)
+//   batch_norm_recompute{eps, training=true}(x, gamma, beta, mean, inv_std) -> y
+//       batch_norm's y again from its saved statistics, bitwise. The op a recomputed copy of a
+//       training batch_norm runs (OpDef::recompute_as): one pass over x instead of three; the
+//       copy's backward reads the forward node's mean and inv_std.
 //   batch_norm_grad(x, gamma, mean, inv_std, dy) -> (dx, dgamma[C], dbeta[C])
 //       xhat = (x - mean) * inv_std, dbeta = sum dy, dgamma = sum dy * xhat,
 //       dx = gamma * inv_std * (dy - dbeta / M - xhat * dgamma / M)
@@ -165,6 +170,13 @@ std::vector<TensorType> infer_bn(const void* params, std::span<const TensorType>
   return {in[0]};
 }
 
+std::vector<TensorType> infer_bn_recompute(const void* params, std::span<const TensorType> in) {
+  const auto& p = *static_cast<const BatchNormParams*>(params);
+  MNEMO_CHECK(p.training) << "batch_norm_recompute recomputes a training batch_norm: training must be true";
+  check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}, {3, "mean"}, {4, "inv_std"}}, p.block);
+  return {in[0]};
+}
+
 std::vector<TensorType> infer_bn_grad(const void* params, std::span<const TensorType> in) {
   check_x_and_vectors(in, {{1, "gamma"}, {2, "mean"}, {3, "inv_std"}}, static_cast<const BatchNormParams*>(params)->block);
   MNEMO_CHECK(in[4] == in[0]) << "dy must have x's type " << in[0].str() << ", got " << in[4].str();
@@ -189,6 +201,24 @@ std::vector<TensorType> infer_stats(const void*, std::span<const TensorType> in)
 }
 
 // ---- kernels ----
+
+// y = (x - mt) * scale + b over channel ch's planes (not inlined: the forward and its recompute
+// run this one compiled loop, so their results are the same bits).
+template <class T>
+[[gnu::noinline]] void plain_affine(const Layout& L, const T* x, T* y, int64_t ch, T mt, T scale, T b) {
+  for (int64_t n = 0; n < L.n; ++n) {
+    const T* xp = x + L.offset(n, ch);
+    T* yp = y + L.offset(n, ch);
+    for (int64_t i = 0; i < L.l; ++i) yp[i] = (xp[i] - mt) * scale + b;
+  }
+}
+
+// gamma * inv_std as the forward and its recompute use it: from inv_std rounded to T (what is
+// saved), so batch_norm_recompute gives the same y from the saved statistics.
+template <class T>
+T train_scale(T gamma, T inv_std) {
+  return static_cast<T>(static_cast<double>(gamma) * static_cast<double>(inv_std));
+}
 
 template <class T>
 void bn_train_forward(const KernelContext& c, double eps) {
@@ -218,12 +248,19 @@ void bn_train_forward(const KernelContext& c, double eps) {
     const double is = 1.0 / std::sqrt((count > 0 ? ss / count : 0.0) + eps);
     mean[ch] = static_cast<T>(m);
     inv_std[ch] = static_cast<T>(is);
-    const T mt = static_cast<T>(m), scale = static_cast<T>(static_cast<double>(gamma[ch]) * is), b = beta[ch];
-    for (int64_t n = 0; n < L.n; ++n) {
-      const T* xp = x + L.offset(n, ch);
-      T* yp = y + L.offset(n, ch);
-      for (int64_t i = 0; i < L.l; ++i) yp[i] = (xp[i] - mt) * scale + b;
-    }
+    plain_affine<T>(L, x, y, ch, mean[ch], train_scale(gamma[ch], inv_std[ch]), beta[ch]);
+  });
+}
+
+template <class T>
+void bn_recompute_plain(const KernelContext& c) {  // (x, gamma, beta, mean, inv_std) -> y
+  const Layout L = layout_of(c.in[0].shape());
+  const T* gamma = c.in[1].as<T>();
+  const T* beta = c.in[2].as<T>();
+  const T* mean = c.in[3].as<T>();
+  const T* inv_std = c.in[4].as<T>();
+  parallel_for(L.c, [&](int64_t ch) {
+    plain_affine<T>(L, c.in[0].as<T>(), c.out[0].as<T>(), ch, mean[ch], train_scale(gamma[ch], inv_std[ch]), beta[ch]);
   });
 }
 
@@ -319,7 +356,7 @@ std::pair<std::vector<double>, std::vector<double>> blocked_sums(const Blocked& 
 // out = (x - sub[ch]) * k1[ch] + k2[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
 // The channel block's coefficients in local arrays and restrict pointers: the lane loop vectorises.
 template <class T, int kB>
-void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub, const std::vector<T>& k1,
+[[gnu::noinline]] void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub, const std::vector<T>& k1,
                     const std::vector<T>& k2, const std::vector<T>& k3) {
   parallel_for(B.n * B.cb, [&](int64_t k) {
     const int64_t n = k / B.cb, cb = k % B.cb, o = B.base(n, cb) * kB;
@@ -356,10 +393,23 @@ void bn_train_forward_blocked(const KernelContext& c, double eps) {
     const double is = 1.0 / std::sqrt((count > 0 ? ss[ch] / count : 0.0) + eps);
     c.out[1].as<T>()[ch] = mt[ch] = static_cast<T>(m[ch]);
     c.out[2].as<T>()[ch] = static_cast<T>(is);
-    scale[ch] = static_cast<T>(static_cast<double>(gamma[ch]) * is);
+    scale[ch] = train_scale(gamma[ch], c.out[2].as<T>()[ch]);
     b[ch] = beta[ch];
   }
   blocked_affine<T, kB>(B, x, nullptr, c.out[0].as<T>(), mt, scale, b, none);
+}
+
+template <class T, int kB>
+void bn_recompute_blocked(const KernelContext& c) {
+  const Blocked B = blocked_of(c.in[0].shape());
+  const int64_t C = B.cb * kB;
+  std::vector<T> mt(C), scale(C), b(C), none;
+  for (int64_t ch = 0; ch < C; ++ch) {
+    mt[ch] = c.in[3].as<T>()[ch];
+    scale[ch] = train_scale(c.in[1].as<T>()[ch], c.in[4].as<T>()[ch]);
+    b[ch] = c.in[2].as<T>()[ch];
+  }
+  blocked_affine<T, kB>(B, c.in[0].as<T>(), nullptr, c.out[0].as<T>(), mt, scale, b, none);
 }
 
 template <class T, int kB>
@@ -407,6 +457,14 @@ void bn_forward_cpu(const KernelContext& c) {
       });
     else if (p.training) bn_train_forward<T>(c, p.eps);
     else bn_inference_forward<T>(c, p.eps);
+  });
+}
+
+void bn_recompute_cpu(const KernelContext& c) {
+  const int64_t block = c.p<BatchNormParams>().block;
+  dispatch_float(c.in[0].dtype(), "batch_norm_recompute", [&]<class T>() {
+    if (block) with_block(block, [&]<int kB>() { bn_recompute_blocked<T, kB>(c); });
+    else bn_recompute_plain<T>(c);
   });
 }
 
@@ -551,9 +609,24 @@ MNEMO_REGISTER_OPS(batch_norm) {
     d.infer = infer_bn;
     d.grad = bn_grad;
     d.saved_outputs = {1, 2};
+    d.recompute_as = [](const void* p) -> const char* {
+      return static_cast<const BatchNormParams*>(p)->training ? "batch_norm_recompute" : nullptr;
+    };
     d.cost = bn_forward_cost;
     d.cpu = bn_forward_cpu;
     d.sample = OpSample{{}, {f32(xs), f32(cs), f32(cs)}};
+    registry.add(std::move(d));
+  }
+  {
+    OpDef d;
+    d.name = "batch_norm_recompute";
+    d.doc = "a training batch_norm's y again from its saved mean and inv_std, bitwise (what its recomputed copies run)";
+    d.min_inputs = d.max_inputs = 5;
+    d.parse = parse_with(parse_bn, "batch_norm_recompute");
+    d.infer = infer_bn_recompute;
+    d.cost = bn_cost(3, 0);  // one pass: read x, write y
+    d.cpu = bn_recompute_cpu;
+    d.sample = OpSample{{}, {f32(xs), f32(cs), f32(cs), f32(cs), f32(cs)}};
     registry.add(std::move(d));
   }
   {

@@ -169,7 +169,9 @@ TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
 }
 
 // The cost model's balance (`:balance=B`) is budget's objective. On ResNet-56 b8 the plans chosen
-// with B = 0 (FLOPs alone) and B = 10 (the default) differ at some of these budgets; at each, the
+// with B = 0 (FLOPs alone) and B = 10 (the default) differ at some of these budgets (0.4x and 0.85x
+// were added on 2026-11-28, when batch norms' cheaper recompute left one cross comparison among the
+// other three); at each, the
 // B = 10 plan re-costed at B = 10 costs no more than the B = 0 plan does there, and the B = 0 plan
 // recomputes no more FLOPs than the B = 10 one, wherever the other plan is in the family too (the
 // families' keep-back orders follow their balance's cost; at 0.3x the B = 10 family holds a plan of
@@ -184,7 +186,7 @@ TEST(MirrorPlanner, BudgetMinimisesTheCostOfItsBalance) {
     return plan_training_step(build_training_graph(fwd, p.model.loss, m), AllocMode::share, {.balance = balance}).report;
   };
   int differ = 0, crossed = 0;
-  for (const std::string r : {"0.3x", "0.55x", "0.7x"}) {
+  for (const std::string r : {"0.3x", "0.4x", "0.55x", "0.7x", "0.85x"}) {
     const MirrorResult f = plan_pipeline(c, p, "budget=" + r + ":balance=0", nullptr, true);
     const MirrorResult t = plan_pipeline(c, p, "budget=" + r, nullptr, true);
     EXPECT_EQ(f.planned.report.balance, 0.0);
@@ -333,7 +335,10 @@ TEST(MirrorPlanner, BudgetFillsStayWithinTheirLevelAndTheSweepStaysMonotone) {
   for (int i : {0, 4}) {  // ResNet, DenseNet-121
     const Config c = model_config(i);
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-    const MirrorResult sub = plan_pipeline(c, p, "sublinear");
+    // (Chen's plan, a member of the family; `sublinear`'s fill at its own peak is not one, and
+    // budget at its total may recompute more: on this ResNet since batch norms are recomputed
+    // from their saved statistics, 1.75e6 against the fill's 1.67e6)
+    const MirrorResult sub = plan_pipeline(c, p, "sublinear:chen");
     const MirrorResult at_sub = plan_pipeline(c, p, "budget=" + std::to_string(sub.planned.report.total_bytes));
     EXPECT_LE(at_sub.planned.report.recompute_cost, sub.planned.report.recompute_cost) << kModels[i];
     const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cuda/kernels/batch_norm_math.h"
@@ -234,7 +235,7 @@ std::vector<Tensor> emulate_train_forward(const Tensor& x, const Tensor& gamma, 
     out[1].as<float>()[ch] = static_cast<float>(m);
     out[2].as<float>()[ch] = static_cast<float>(is);
     coef[4 * ch + 0] = static_cast<float>(m);
-    coef[4 * ch + 1] = bn::scale_of(gamma.as<float>()[ch], is);
+    coef[4 * ch + 1] = bn::scale_of(gamma.as<float>()[ch], static_cast<double>(out[2].as<float>()[ch]));
     coef[4 * ch + 2] = beta.as<float>()[ch];
   }
   for_each_element(d, [&](int64_t o, int64_t ch) {
@@ -242,6 +243,24 @@ std::vector<Tensor> emulate_train_forward(const Tensor& x, const Tensor& gamma, 
     out[0].as<float>()[o] = bn::normalize(xp[o], k[0], k[1], k[2]);
   });
   return out;
+}
+
+// batch_norm_recompute's kernels on the host: the coefficients from the saved statistics
+// (recompute_coef_kernel), then the same elementwise pass.
+Tensor emulate_recompute(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& inv_std) {
+  const Dims d = dims_of(x.shape());
+  Tensor y(DType::f32, x.shape());
+  std::vector<float> coef(static_cast<size_t>(4 * d.c));
+  for (int64_t ch = 0; ch < d.c; ++ch) {
+    coef[4 * ch + 0] = mean.as<float>()[ch];
+    coef[4 * ch + 1] = bn::scale_of(gamma.as<float>()[ch], static_cast<double>(inv_std.as<float>()[ch]));
+    coef[4 * ch + 2] = beta.as<float>()[ch];
+  }
+  for_each_element(d, [&](int64_t o, int64_t ch) {
+    const float* k = &coef[static_cast<size_t>(4 * ch)];
+    y.as<float>()[o] = bn::normalize(x.as<float>()[o], k[0], k[1], k[2]);
+  });
+  return y;
 }
 
 TEST(CudaBatchNormMath, TrainForwardMatchesCpuOp) {
@@ -256,6 +275,24 @@ TEST(CudaBatchNormMath, TrainForwardMatchesCpuOp) {
       EXPECT_LT(max_rel_diff(gpu[1], cpu[1]), 1e-6) << shape_str(s) << " P=" << P;
       EXPECT_LT(max_rel_diff(gpu[2], cpu[2]), 1e-6) << shape_str(s) << " P=" << P;
       EXPECT_LT(max_rel_diff(gpu[0], cpu[0]), 1e-6) << shape_str(s) << " P=" << P;
+    }
+  }
+}
+
+// The CUDA recompute from the saved statistics gives the CUDA forward's y bitwise (the same
+// coefficients, and one elementwise kernel for both), and the CPU recompute's to 1e-6 (the CPU op
+// and the device may contract (x - mean) * scale + beta differently).
+TEST(CudaBatchNormMath, RecomputeFromSavedStatisticsIsTheForward) {
+  uint64_t seed = 50;
+  for (const Shape& s : kShapes) {
+    const Dims d = dims_of(s);
+    const Tensor x = randf(s, seed++, 2.0, 0.5), gamma = randf({d.c}, seed++), beta = randf({d.c}, seed++);
+    for (int64_t P : parts_for(d)) {
+      auto gpu = emulate_train_forward(x, gamma, beta, 1e-5, P);
+      const Tensor y = emulate_recompute(x, gamma, beta, gpu[1], gpu[2]);
+      EXPECT_EQ(std::memcmp(y.data(), gpu[0].data(), y.bytes()), 0) << shape_str(s) << " P=" << P;
+      const auto cpu = run("batch_norm_recompute", {&x, &gamma, &beta, &gpu[1], &gpu[2]});
+      EXPECT_LT(max_rel_diff(y, cpu[0]), 1e-6) << shape_str(s) << " P=" << P;
     }
   }
 }

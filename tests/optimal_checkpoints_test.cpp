@@ -140,20 +140,6 @@ namespace mnemo::test {
 namespace {
 
 
-// The compute nodes of `g`, and the 0/1 mirror plan dropping compute[i] where bit i of `mask` is
-// set (views with the node they alias).
-std::vector<int> compute_nodes(const Graph& g) {
-  std::vector<int> compute;
-  for (size_t v = 0; v < g.size(); ++v)
-    if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
-  return compute;
-}
-MirrorPlan mask_plan(const Graph& g, const std::vector<int>& compute, uint32_t mask) {
-  MirrorPlan m(g.size(), 0);
-  for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
-  return views_follow(g, m);
-}
-
 // Small random trainable nets (at most 11 compute nodes, so every 0/1 plan can be enumerated):
 // up to `count` of the first 40 drawn from `seed`.
 struct SmallNet {

@@ -206,29 +206,33 @@ void expect_start_at_the_bound(const std::string& file, const std::string& mode,
   EXPECT_GT(compared, 1000);
 }
 
-// ResNet-152's budget=0.55x plan (a filled member, at its level over many steps): best fit is 1.2%
-// above the live bytes; the start stacked at the peak (the buffers live there, longest lived
-// lowest) is at the bound as it is. (This was the budget=0.5x plan, where the searches from best
-// fit stopped 0.02% above the bound after 5 s, tiny BatchNorm statistics living through the whole
-// step ending on top of the one peak step; since fills keep back in a second order too, 0.5x
-// chooses another plan, which no start packs at the bound as it is and the searches do in 0.04 s.)
+// ResNet-152's budget=0.6x plan (a filled member, `fill+chains`, at its level over many steps):
+// best fit is above the live bytes; the start stacked at the peak (the buffers live there,
+// longest lived lowest) is at the bound as it is. (This was the budget=0.5x plan, where the
+// searches from best fit stopped 0.02% above the bound after 5 s, tiny BatchNorm statistics
+// living through the whole step ending on top of the one peak step; since fills keep back in a
+// second order too, 0.5x chooses another plan, which no start packs at the bound as it is and the
+// searches do in 0.04 s; then the 0.55x plan, until batch norms were recomputed from their saved
+// statistics on 2026-11-28: its plan changed, and no start packs it at the bound as it is.)
 TEST(Placement, TheStartStackedAtThePeakReachesTheBoundOfAFilledBudgetPlan) {
-  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.55x", {"stacked at the peak, longest lived lowest"}, false);
+  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.6x", {"stacked at the peak, longest lived lowest"}, false);
 }
 
 // The start stacked at the peak with the latest end lowest (the buffers that die first after the
 // peak on top, so the room they leave is one piece where the buffers made after the peak go) is
 // at the live-bytes bound as it is on the fused LSTM's sublinear plan and ResNet-101's
-// budget=0.6x plan with the FLOPs-only objective (`:balance=0`; the default roofline cost chooses
-// another plan, at the bound from every start); every other start is above it (the stack with the longest lived lowest 0.88%
-// and 0.26%), but for the splits at the peaks on the LSTM's. (Before this start the searches
-// stopped 0.19% above the bound on the LSTM's plan after 5 s.)
+// budget=0.55x plan with the FLOPs-only objective (`:balance=0`; the default roofline cost chooses
+// another plan, at the bound from three starts); every other start is above it, but for the
+// splits at the peaks on the LSTM's. (Before this start the searches stopped 0.19% above the
+// bound on the LSTM's plan after 5 s. The ResNet-101 case was budget=0.6x:balance=0 until batch
+// norms were recomputed from their saved statistics on 2026-11-28: that plan is now at the bound
+// from three starts.)
 TEST(Placement, TheStartWithTheLatestEndLowestIsAtTheBound) {
   expect_start_at_the_bound("/configs/bench-lstm-2x512-fused.yaml", "sublinear:chen",
                             {"stacked at the peak, latest end lowest", "split at the peaks, the rest lowest",
                              "split at the peaks, the rest on the first chain"},
                             true);
-  expect_start_at_the_bound("/configs/table2/resnet101.yaml", "budget=0.6x:balance=0", {"stacked at the peak, latest end lowest"}, true);
+  expect_start_at_the_bound("/configs/table2/resnet101.yaml", "budget=0.55x:balance=0", {"stacked at the peak, latest end lowest"}, true);
 }
 
 // The splits at the peaks (two nested chains stacked from both ends of the free piece, the

@@ -9,6 +9,8 @@
 #include <limits>
 #include <numeric>
 
+#include "memory/budget_exact.h"
+
 namespace mnemo::test {
 
 void set(Tensor& t, int64_t i, double v) {
@@ -163,6 +165,19 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+std::vector<int> compute_nodes(const Graph& g) {
+  std::vector<int> compute;
+  for (size_t v = 0; v < g.size(); ++v)
+    if (g.node(static_cast<int>(v)).is(OpKind::compute)) compute.push_back(static_cast<int>(v));
+  return compute;
+}
+
+MirrorPlan mask_plan(const Graph& g, const std::vector<int>& compute, uint32_t mask) {
+  MirrorPlan m(g.size(), 0);
+  for (size_t i = 0; i < compute.size(); ++i) m[compute[i]] = (mask >> i) & 1u;
+  return views_follow(g, m);
 }
 
 Graph random_net(std::mt19937& rng, int layers, EntryRef* loss) {

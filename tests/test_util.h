@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "autograd/gradient.h"
 #include "core/graph.h"
 
 namespace mnemo::test {
@@ -102,6 +103,10 @@ int count_ops(const Graph& g, const std::string& op);
 
 // A random small DAG of float64 fully_connected, relu/tanh, concat, add/mul (batch 2) ending in a
 // softmax cross-entropy `loss`: `layers` layers or a few more.
+// The compute nodes of `g`, and the 0/1 mirror plan dropping compute[i] where bit i of `mask` is
+// set (views with the node they alias): every 0/1 plan of a small net, enumerated.
+std::vector<int> compute_nodes(const Graph& g);
+MirrorPlan mask_plan(const Graph& g, const std::vector<int>& compute, uint32_t mask);
 Graph random_net(std::mt19937& rng, int layers, EntryRef* loss);
 
 }  // namespace mnemo::test

@@ -87,7 +87,17 @@ __global__ void inv_std_kernel(const double* part, const double* mean_d, const f
     mean[ch] = static_cast<float>(m);
     inv_std[ch] = static_cast<float>(is);
     coef[4 * ch + 0] = static_cast<float>(m);
-    coef[4 * ch + 1] = bn::scale_of(gamma[ch], is);
+    coef[4 * ch + 1] = bn::scale_of(gamma[ch], static_cast<double>(inv_std[ch]));  // (the saved, rounded inv_std)
+    coef[4 * ch + 2] = beta[ch];
+  }
+}
+
+// batch_norm_recompute's coefficients from the saved statistics (as inv_std_kernel makes them).
+__global__ void recompute_coef_kernel(const float* gamma, const float* beta, const float* mean, const float* inv_std,
+                                      float* coef, int64_t C) {
+  MNEMO_GRID_LOOP(ch, C) {
+    coef[4 * ch + 0] = mean[ch];
+    coef[4 * ch + 1] = bn::scale_of(gamma[ch], static_cast<double>(inv_std[ch]));
     coef[4 * ch + 2] = beta[ch];
   }
 }
@@ -245,6 +255,15 @@ void batch_norm_inference_forward(cudaStream_t stream, const float* x, const flo
   inference_coef_kernel<<<blocks_for(C), kThreads, 0, stream>>>(gamma, beta, running_mean, running_var, coef, C, eps);
   MNEMO_CUDA_LAUNCHED();
   launch_normalize(stream, x, coef, y, C, L, N * C * L);
+}
+
+void batch_norm_recompute(cudaStream_t stream, const float* x, const float* gamma, const float* beta, const float* mean,
+                          const float* inv_std, float* y, int64_t N, int64_t C, int64_t L, void* workspace) {
+  if (C <= 0) return;
+  float* coef = static_cast<float*>(workspace);  // the coef block, at offset 0 (bn::workspace_layout)
+  recompute_coef_kernel<<<blocks_for(C), kThreads, 0, stream>>>(gamma, beta, mean, inv_std, coef, C);
+  MNEMO_CUDA_LAUNCHED();
+  if (N * L > 0) launch_normalize(stream, x, coef, y, C, L, N * C * L);
 }
 
 void batch_norm_backward(cudaStream_t stream, const float* x, const float* gamma, const float* mean,

@@ -27,6 +27,11 @@ void batch_norm_train_forward(cudaStream_t stream, const float* x, const float* 
 void batch_norm_inference_forward(cudaStream_t stream, const float* x, const float* gamma, const float* beta,
                                   const float* running_mean, const float* running_var, float* y, int64_t N,
                                   int64_t C, int64_t L, double eps, void* workspace);
+// batch_norm_recompute: the training forward's y from its saved mean and inv_std (bitwise
+// batch_norm_train_forward's: the same coefficients and elementwise pass). Workspace:
+// batch_norm_workspace_bytes(N, C, L, false).
+void batch_norm_recompute(cudaStream_t stream, const float* x, const float* gamma, const float* beta, const float* mean,
+                          const float* inv_std, float* y, int64_t N, int64_t C, int64_t L, void* workspace);
 // batch_norm_grad: (dx, dgamma, dbeta) from (x, gamma, mean, inv_std, dy).
 void batch_norm_backward(cudaStream_t stream, const float* x, const float* gamma, const float* mean,
                          const float* inv_std, const float* dy, float* dx, float* dgamma, float* dbeta, int64_t N,
