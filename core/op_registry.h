@@ -159,9 +159,9 @@ struct OpDef {
   // or null to run this op again: given the node's params, the name of an op that takes the
   // same params and the node's inputs followed by its saved outputs (the forward node's, which
   // stay live for it; backward reads them too; they must be the node's last outputs), and gives
-  // the node's other outputs, in order, bitwise, reading the saved statistics instead of recomputing them (batch_norm in training:
-  // y in one pass over x instead of three). Its cost is the recompute cost the planners see
-  // (recompute_cost, core/graph.h).
+  // the node's other outputs, in order, bitwise, reading the saved statistics instead of
+  // recomputing them (batch_norm in training: y in one pass over x instead of three). Its cost
+  // is the recompute cost the planners see (recompute_cost, core/graph.h).
   const char* (*recompute_as)(const void* params) = nullptr;
   std::vector<InplaceOption> inplace;
   // An optional input added into output 0 (out = in[accumulates] + the op's own result), taken in

@@ -4,10 +4,10 @@
 // outputs the model builder records as state updates (a recompute never updates them twice).
 //   batch_norm{eps=1e-5, training=true}(x, gamma[C], beta[C]) -> (y, mean[C], inv_std[C])
 //       mean = sum x / M, var = sum (x - mean)^2 / M (biased), inv_std = 1 / sqrt(var + eps),
-//       y = gamma * (x - mean) * inv_std + beta.  mean and inv_std are saved outputs.
+//       y = gamma * (x - mean) * inv_std + beta.  mean and inv_std are saved outputs. (y is
+//       computed with gamma times inv_std rounded to x's type: what batch_norm_recompute repeats.)
 //   batch_norm{training=false}(x, gamma, beta, running_mean[C], running_var[C]) -> y
 //       y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta
-//       (y is computed with gamma * inv_std rounded to x's type: what batch_norm_recompute repeats.)
 //   batch_norm_recompute{eps, training=true}(x, gamma, beta, mean, inv_std) -> y
 //       batch_norm's y again from its saved statistics, bitwise. The op a recomputed copy of a
 //       training batch_norm runs (OpDef::recompute_as): one pass over x instead of three; the
@@ -355,9 +355,10 @@ std::pair<std::vector<double>, std::vector<double>> blocked_sums(const Blocked& 
 
 // out = (x - sub[ch]) * k1[ch] + k2[ch] (forward), or k1*dy + k2*(x - sub) + k3 (backward, dy set).
 // The channel block's coefficients in local arrays and restrict pointers: the lane loop vectorises.
+// (Not inlined: the forward and batch_norm_recompute run this one compiled loop, the same bits.)
 template <class T, int kB>
-[[gnu::noinline]] void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub, const std::vector<T>& k1,
-                    const std::vector<T>& k2, const std::vector<T>& k3) {
+[[gnu::noinline]] void blocked_affine(const Blocked& B, const T* x, const T* dy, T* out, const std::vector<T>& sub,
+                                      const std::vector<T>& k1, const std::vector<T>& k2, const std::vector<T>& k3) {
   parallel_for(B.n * B.cb, [&](int64_t k) {
     const int64_t n = k / B.cb, cb = k % B.cb, o = B.base(n, cb) * kB;
     T sb[kB], a[kB], b[kB], c[kB];
