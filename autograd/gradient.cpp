@@ -50,12 +50,8 @@ class Builder {
   // The entry backward (or a later copy) reads for forward entry e: a[v]'s, or, where a[v] is a
   // copy recomputing from v's saved outputs (OpDef::recompute_as), v's own for those.
   EntryRef mirror_entry(EntryRef e) const {
-    const int a = mirror_of_[e.node];
-    if (a != e.node && g_.node(a).op != fwd_.node(e.node).op) {
-      const std::vector<int>& saved = fwd_.node(e.node).op->saved_outputs;
-      if (std::count(saved.begin(), saved.end(), e.index)) return e;
-    }
-    return {a, e.index};  // (a copy's outputs are the forward node's first ones: make_mirrors)
+    if (read_from_forward(fwd_.node(e.node), e.index)) return e;
+    return {mirror_of_[e.node], e.index};  // (a copy's outputs are the forward node's first ones: make_mirrors)
   }
   std::map<EntryRef, EntryRef> grad_;     // forward entry -> running gradient sum
 };

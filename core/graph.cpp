@@ -165,6 +165,11 @@ const OpDef* recompute_op(const Node& n) {
   return name ? &op_registry().get(name) : nullptr;
 }
 
+bool read_from_forward(const Node& n, int j) {
+  const std::vector<int>& saved = n.op->saved_outputs;
+  return n.is(OpKind::compute) && std::count(saved.begin(), saved.end(), j) && recompute_op(n);
+}
+
 Cost recompute_cost(const Graph& g, int id) {
   const Node& n = g.node(id);
   const OpDef* as = n.is(OpKind::compute) ? recompute_op(n) : nullptr;

@@ -129,6 +129,10 @@ Cost node_cost(const Graph& g, int id);
 Cost recompute_cost(const Graph& g, int id);
 // The op a recomputed copy of node `n` runs (OpDef::recompute_as): null for n's own op.
 const OpDef* recompute_op(const Node& n);
+// Whether output `j` of `n` is a saved output that its recomputed copies and backward read from
+// the forward node itself (n recomputes as another op): live from n's step to its last backward
+// reader in every mirror plan.
+bool read_from_forward(const Node& n, int j);
 
 // The types of node `id`'s inputs, in a list per thread that the next call on the same thread
 // overwrites (its shapes keep their storage: this runs for every node of every candidate plan,

@@ -166,16 +166,14 @@ Model build_model(const Graph& forward, const TrainingGraph& tg, double unit, co
   for (size_t i = 0; i < n; ++i) {
     const int v = md.nodes[i];
     const Node& node = fwd.node(v);
-    // A node recomputed from its saved outputs (OpDef::recompute_as): backward and its copies
-    // read the forward node's, so they are live from its step to their last backward reader in
-    // every plan (a constant), and do not make it kept or recomputed.
-    const bool from_saved = v < md.mirrorable && recompute_op(node) != nullptr;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       if (aliased_input(node, j)) continue;
       const Info& in = info[v][j];
       const double a = mib(static_cast<int64_t>(node.outputs[j].bytes()));
-      if (from_saved && !in.pinned && in.last >= 0 &&
-          std::count(node.op->saved_outputs.begin(), node.op->saved_outputs.end(), static_cast<int>(j))) {
+      // A saved output a node recomputes from (OpDef::recompute_as): backward and the node's
+      // copies read the forward node's, so it is live from its step to its last backward reader
+      // in every plan (a constant), and does not make the node kept or recomputed.
+      if (v < md.mirrorable && !in.pinned && in.last >= 0 && read_from_forward(node, static_cast<int>(j))) {
         fwd_delta[v] += a;  // (to the end of the forward pass)
         bwd_delta[0] += a;
         bwd_delta[in.last + 1] -= a;

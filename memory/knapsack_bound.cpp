@@ -77,10 +77,8 @@ KnapsackBound::KnapsackBound(const Graph& fwd, const TrainingGraph& tg, double b
     double bytes = 0;
     // (a node recomputed from its saved outputs, OpDef::recompute_as, leaves them live in every
     // plan: dropping it saves only its other outputs)
-    const std::vector<int>* saved = n.is(OpKind::compute) && recompute_op(n) ? &n.op->saved_outputs : nullptr;
     for (size_t j = 0; j < n.outputs.size(); ++j)
-      if (read[v][j] && !(saved && std::count(saved->begin(), saved->end(), static_cast<int>(j))))
-        bytes += static_cast<double>(n.outputs[j].bytes());
+      if (read[v][j] && !read_from_forward(n, static_cast<int>(j))) bytes += static_cast<double>(n.outputs[j].bytes());
     if (bytes == 0) continue;
     Item it{static_cast<int>(v), recompute_cost(fwd, static_cast<int>(v)).roofline(balance), bytes, {}};
     std::vector<EntryRef> seen;

@@ -105,6 +105,9 @@ void parse_budget(const std::string& name, MemoryMode& m) {
 
 }  // namespace
 
+const char* const kMemoryModeNames =
+    "none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive, recursive=DEPTH, optimal or budget=SIZE";
+
 MemoryMode parse_memory_mode(const std::string& name) {
   MemoryMode m;
   m.name = name;
@@ -130,8 +133,7 @@ MemoryMode parse_memory_mode(const std::string& name) {
     m.mirror = MirrorStrategy::budget;
     parse_budget(name, m);
   } else {
-    MNEMO_FAIL() << "unknown memory mode '" << name
-                 << "' (expected none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive, recursive=DEPTH, optimal or budget=SIZE)";
+    MNEMO_FAIL() << "unknown memory mode '" << name << "' (expected " << kMemoryModeNames << ")";
   }
   return m;
 }

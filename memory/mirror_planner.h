@@ -82,6 +82,9 @@ struct MemoryMode {
 // of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :exact or :exact=SECONDS (the solver and its
 // time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
 MemoryMode parse_memory_mode(const std::string& name);
+// The memory modes as errors and help texts list them: "none, inplace, share, ..., optimal or
+// budget=SIZE".
+extern const char* const kMemoryModeNames;
 // The names above without budget=SIZE (it needs a size), recursive with automatic depth.
 std::vector<std::string> all_memory_modes();
 

@@ -13,6 +13,7 @@
 #include "autograd/allreduce.h"
 #include "autograd/op_info.h"
 #include "core/error.h"
+#include "memory/mirror_planner.h"
 #include "ops/fully_connected.h"
 #include "train/config/config.h"
 #include "train/config/files.h"
@@ -315,7 +316,7 @@ int main(int argc, char** argv) {
   int64_t plan_batch = 0;
   plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  plan->add_option("--memory", plan_modes, "none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive[=DEPTH], optimal, budget=SIZE or all")
+  plan->add_option("--memory", plan_modes, std::string(mnemo::kMemoryModeNames) + ", or all")
       ->capture_default_str();
   plan->add_flag("--json", plan_json, "print the report as JSON (docs/MEMORY.md)");
   std::string plan_device, plan_order;
@@ -344,7 +345,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train the model of a config file (see docs/CONFIG.md)");
   mnemo::TrainOptions topt;
   train->add_option("config", topt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
-  train->add_option("--memory", topt.memory, "memory mode (none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive[=DEPTH], optimal, budget=SIZE), overrides the config");
+  train->add_option("--memory", topt.memory, std::string("memory mode (") + mnemo::kMemoryModeNames + "), overrides the config");
   train->add_option("--order", topt.order, "schedule order: default, greedy or optimal (overrides the config)")->check(orders);
   const std::string placement_help = "time limit of the exact placement, 0: best fit only (overrides the config's placement_seconds)";
   train->add_option("--placement-seconds", topt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));

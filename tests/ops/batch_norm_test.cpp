@@ -313,6 +313,14 @@ TEST(BatchNorm, ErrorsAreClear) {
   const EntryRef dy = g.input("dy", {DType::f32, {2, 3, 5, 4}});
   EXPECT_NE(error_of([&] { g.add("batch_norm_grad", {x, c3, c3, c3, dy}); }).find("dy must have x's type"),
             std::string::npos);
+  // batch_norm_recompute: a training batch norm's, with its statistics [C]
+  EXPECT_NE(error_of([&] { g.add("batch_norm_recompute", {x, c3, c3, c3, c3}, {{"training", false}}); })
+                .find("batch_norm_recompute recomputes a training batch_norm: training must be true"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { g.add("batch_norm_recompute", {x, c3, c3, c3, c4}); }).find("inv_std must be float32[3]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { g.add("batch_norm_recompute", {x, c3, c3, c3}); }).find("takes 5 inputs"), std::string::npos)
+      << error_of([&] { g.add("batch_norm_recompute", {x, c3, c3, c3}); });
 }
 
 }  // namespace

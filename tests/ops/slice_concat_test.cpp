@@ -199,6 +199,16 @@ TEST(SliceConcat, BadAttributesAreClearErrors) {
         {{"axis", int64_t{1}}, {"begin", int64_t{2}}, {"input_shape", std::vector<int64_t>{2, 7, 3}}});
   });
   EXPECT_NE(e.find("exceeds the input extent 7"), std::string::npos) << e;
+  // stack_rows: x's rows must lie inside the stack, with its dtype and its other dims
+  Tensor stack = rand64({5, 3}, 11), rows = rand64({2, 3}, 12), wide = rand64({2, 4}, 13);
+  e = error_of([&] { run("stack_rows", {&stack, &rows}, {{"begin", int64_t{4}}}); });
+  EXPECT_NE(e.find("rows [4, 6) are outside the stack's 5 rows"), std::string::npos) << e;
+  e = error_of([&] { run("stack_rows", {&stack, &wide}, {{"begin", int64_t{0}}}); });
+  EXPECT_NE(e.find("x must have stack's dtype and its dims after the first"), std::string::npos) << e;
+  e = error_of([&] { run("stack_rows", {&stack, &rows}); });
+  EXPECT_NE(e.find("begin"), std::string::npos) << e;
+  e = error_of([&] { run("stack_rows_grad", {&stack}, {{"begin", int64_t{3}}, {"rows", int64_t{3}}}); });
+  EXPECT_NE(e.find("rows [3, 6) are outside dy float64[5,3]"), std::string::npos) << e;
 }
 
 }  // namespace

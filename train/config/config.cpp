@@ -433,7 +433,7 @@ Config parse_config(const std::string& text, const std::string& name) {
       top.fail(top.raw("memory"), "memory",
                c.memory.rfind("budget=", 0) == 0
                    ? std::string("budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of share's total like 0.5x")
-                   : std::string("a memory mode: none, inplace, share, drop-bn-relu, sublinear, sublinear:chen, recursive, recursive=DEPTH, optimal or budget=SIZE"),
+                   : std::string("a memory mode: ") + kMemoryModeNames,
                "'" + c.memory + "'");
     }
     c.order = top.get_string("order", "default", {"default", "greedy", "optimal", "updates-last"});
