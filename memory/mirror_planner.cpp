@@ -32,26 +32,30 @@ namespace {
 // budget=SIZE: "2GiB", "900MB", "123456789", "1.5 GiB", "0.5x".
 void parse_budget(const std::string& name, MemoryMode& m) {
   std::string text = name.substr(7);
-  auto fail = [&]() {
-    MNEMO_FAIL() << "memory mode '" << name
-                 << "': expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
+  // The error names the part that is wrong, then the syntax.
+  auto fail = [&](const std::string& why) {
+    MNEMO_FAIL() << "memory mode '" << name << "': " << why
+                 << "; expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
                     "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS and by :balance=B "
                     "(FLOPs per byte, >= 0)";
   };
-  // A number at the start of `t` (its length in *pos), or the error above.
-  auto number = [&](const std::string& t, size_t* pos) {
+  // A decimal number at the start of `t` (its length in *pos): digits, a point, an exponent (no
+  // hexadecimal, inf or nan, which std::stod also reads).
+  auto number = [&](const std::string& t, size_t* pos, const std::string& what) {
+    const size_t digits = t.find_first_not_of("0123456789.eE+-");
+    if (t.empty() || t.find_first_of("0123456789") >= std::min(digits, t.size())) fail(what + " is not a number");
     double v = 0;
     try {
-      v = std::stod(t, pos);
+      v = std::stod(t.substr(0, digits), pos);
     } catch (...) {
-      fail();
+      fail(what + " is not a number");
     }
     return v;
   };
-  auto seconds = [&](const std::string& t) {
+  auto seconds = [&](const std::string& option, const std::string& t) {
     size_t pos = 0;
-    const double v = number(t, &pos);
-    if (pos != t.size() || !std::isfinite(v) || v < 0 || v > 86400) fail();
+    const double v = number(t, &pos, "':" + option + "'");
+    if (pos != t.size() || !std::isfinite(v) || v < 0 || v > 86400) fail("':" + option + "': SECONDS must be a number in [0, 86400]");
     return v;
   };
   bool solver_given = false, balance_given = false;
@@ -59,14 +63,15 @@ void parse_budget(const std::string& name, MemoryMode& m) {
     const std::string option = text.substr(colon + 1);
     text.resize(colon);
     if (option.rfind("balance=", 0) == 0) {
-      if (balance_given) fail();
+      if (balance_given) fail("':balance' given twice");
       balance_given = true;
       size_t pos = 0;
-      m.balance = number(option.substr(8), &pos);
-      if (pos != option.size() - 8 || !std::isfinite(m.balance) || m.balance < 0 || m.balance > 1e6) fail();
+      m.balance = number(option.substr(8), &pos, "':" + option + "'");
+      if (pos != option.size() - 8 || !std::isfinite(m.balance) || m.balance < 0 || m.balance > 1e6)
+        fail("':" + option + "': B must be a number in [0, 1e6]");
       continue;
     }
-    if (solver_given) fail();
+    if (solver_given) fail("':" + option + "': a second solver option (one of :fast or :exact)");
     solver_given = true;
     if (option == "fast") {
       m.budget_solver = MemoryMode::Solver::fast;
@@ -74,32 +79,34 @@ void parse_budget(const std::string& name, MemoryMode& m) {
       m.budget_solver = MemoryMode::Solver::exact;
     } else if (option.rfind("fast=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::fast;
-      m.budget_bound_seconds = seconds(option.substr(5));
+      m.budget_bound_seconds = seconds(option, option.substr(5));
     } else if (option.rfind("exact=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::exact;
-      m.budget_seconds = seconds(option.substr(6));
-      if (m.budget_seconds <= 0) fail();
+      m.budget_seconds = seconds(option, option.substr(6));
+      if (m.budget_seconds <= 0) fail("':" + option + "': the exact solver needs SECONDS > 0");
     } else {
-      fail();
+      fail("unknown option ':" + option + "'");
     }
   }
   size_t pos = 0;
-  const double value = number(text, &pos);
+  const double value = number(text, &pos, "SIZE '" + text + "'");
   std::string unit = text.substr(pos);
   unit.erase(0, unit.find_first_not_of(' '));
-  if (!std::isfinite(value) || value <= 0) fail();
+  if (!std::isfinite(value) || value <= 0) fail("SIZE '" + text + "' is not positive");
   if (unit == "x") {
-    if (value > 1e6) fail();
+    if (value > 1e6) fail("the factor " + text + " is above 1e6");
     m.budget_ratio = value;
     return;
   }
   static const std::map<std::string, double> units = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0}};
   const auto u = units.find(unit);
-  if (u == units.end()) fail();
+  if (u == units.end()) fail("unknown unit '" + unit + "' (B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB or x)");
+  // A count of bytes is whole (1.5 was taken as 1 byte); a size in larger units rounds down.
+  if (u->second == 1 && value != std::floor(value)) fail("SIZE '" + text + "' is not a whole number of bytes");
   const double bytes = value * u->second;
-  if (bytes < 1 || bytes > 9.0e18) fail();
+  if (bytes < 1 || bytes > 9.0e18) fail("SIZE '" + text + "' is outside [1 byte, 9e18 bytes]");
   m.budget_bytes = static_cast<int64_t>(bytes);
 }
 

@@ -275,8 +275,25 @@ TEST(MirrorPlanner, BudgetSizesParse) {
                           "budget=1GiB:", "budget=1GiB:slow", "budget=1GiB:exact=", "budget=1GiB:exact=0", "budget=1GiB:exact=5s",
                           "budget=:exact", "budget=1GiB:fast=", "budget=1GiB:fast=-1", "budget=1GiB:fast=2s", "budget=1GiB:fast=inf",
                           "budget=1GiB:balance=", "budget=1GiB:balance=-1", "budget=1GiB:balance=nan", "budget=1GiB:balance=2x",
-                          "budget=1GiB:balance=1:balance=2", "budget=1GiB:exact:fast", "budget=:balance=1", "budget=1GiB::balance=1"})
+                          "budget=1GiB:balance=1:balance=2", "budget=1GiB:exact:fast", "budget=:balance=1", "budget=1GiB::balance=1",
+                          "budget=1.5", "budget=1.5B", "budget=0x1000", "budget=1e19", "budget=2EiB", "budget=inf"})
     EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find("expected budget=SIZE"), std::string::npos) << bad;
+  // The message names the part that is wrong.
+  const std::pair<const char*, const char*> named[] = {
+      {"budget=1.5", "SIZE '1.5' is not a whole number of bytes"},  // (was taken as 1 byte)
+      {"budget=0x1000", "SIZE '0x1000' is not positive"},           // (std::stod read hexadecimal: 4096 bytes)
+      {"budget=2QB", "unknown unit 'QB'"},
+      {"budget=1GiB:exact=abc", "':exact=abc' is not a number"},
+      {"budget=1GiB:fast=-3", "':fast=-3': SECONDS must be a number in [0, 86400]"},
+      {"budget=1GiB:exact=0", "':exact=0': the exact solver needs SECONDS > 0"},
+      {"budget=1GiB:balance=nan", "':balance=nan' is not a number"},
+      {"budget=1GiB:balance=1:balance=2", "':balance' given twice"},
+      {"budget=1GiB:exact:fast", "a second solver option"},
+      {"budget=1GiB:slow", "unknown option ':slow'"}};
+  for (const auto& [bad, why] : named) EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find(why), std::string::npos) << bad;
+  EXPECT_EQ(parse_memory_mode("budget=1PiB").budget_bytes, int64_t{1} << 50);
+  EXPECT_EQ(parse_memory_mode("budget=2.5MiB").budget_bytes, 2621440);
+  EXPECT_EQ(parse_memory_mode("budget=1.5 GiB").budget_bytes, 1610612736);
 }
 
 // A sweep of budgets from share's total down to the least feasible one: the chosen plan always

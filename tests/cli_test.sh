@@ -89,7 +89,7 @@ expect curve-budget-args 1 'give either --values \(MiB\) or --budgets N' -- "$mn
 alex="$src/configs/table2/alexnet.yaml"
 expect placement-exact 0 '"placement": "at the live-bytes bound"' -- "$mnemo" plan "$alex" --memory share --json
 expect placement-best-fit 0 'placement: best fit; no packing of these buffers is below' -- "$mnemo" plan "$alex" --memory share --placement-seconds 0
-expect placement-bad 2 'placement-seconds: Value -1 not in range' -- "$mnemo" plan "$alex" --placement-seconds -1
+expect placement-bad 2 'placement-seconds: expected seconds in \[0, 86400\], got .-1.' -- "$mnemo" plan "$alex" --placement-seconds -1
 expect placement-bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 1 --warmup 0 --placement-seconds 0.5
 expect bad-mode 1 "memory mode 'shared'" -- "$mnemo" plan "$cfg" --memory shared
 expect bad-mode-train 1 "memory mode 'sublinar'" -- "$mnemo" train "$cfg" --memory sublinar
@@ -125,5 +125,36 @@ expect unknown-flag 2 'not expected: .*--stepz' -- "$mnemo" train "$cfg" --stepz
 printf 'model: {type: resnet, depth: 21}\n' >"$tmp/bad.yaml"
 expect bad-config 1 'bad.yaml:1:.*6n\+2' -- "$mnemo" plan "$tmp/bad.yaml"
 expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 --resume "$tmp/w.safetensors"
+# --batch overrides a config's data.batch in plan (it was ignored for YAML configs).
+expect plan-batch 0 'batch 6, ' -- "$mnemo" plan "$src/configs/resnet56-cifar.yaml" --batch 6 --memory share
+# A time limit of nan was let through by the range check.
+expect plan-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" plan "$cfg" --placement-seconds nan
+expect train-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" train "$cfg" --placement-seconds nan
+# Where the run saves is checked before it trains (a directory given to --checkpoint was refused
+# only after the last step, the weights unsaved).
+mkdir -p "$tmp/adir"
+out=$("$mnemo" train "$cfg" --steps 2 --no-eval --checkpoint "$tmp/adir" 2>&1)
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'exists and is not a regular file' <<<"$out" && ! grep -q 'trained' <<<"$out"; then
+  echo "ok   checkpoint-dir-first"
+  passes=$((passes + 1))
+else
+  echo "FAIL checkpoint-dir-first: exit $rc, output:"
+  echo "$out" | tail -15
+  fails=$((fails + 1))
+fi
+expect checkpoint-nodir 1 "the directory '$tmp/nodir' does not exist" -- "$mnemo" train "$cfg" --steps 2 --no-eval --checkpoint "$tmp/nodir/c.safetensors"
+# A checkpoint's model_signature (the parameters' names and types) is checked on --resume: one
+# edited in place (same length, the tensors untouched) was taken as it was.
+expect save-ckpt 0 'trained 1 step' -- "$mnemo" train "$cfg" --steps 1 --no-eval --checkpoint "$tmp/ck.safetensors"
+python3 - "$tmp/ck.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = open(p, 'rb').read()
+i = b.index(b'"model_signature":"') + len(b'"model_signature":"')
+b = b[:i] + (b'X' if b[i:i + 1] != b'X' else b'Y') + b[i + 1:]
+open(p, 'wb').write(b)
+PY
+expect resume-signature 1 "metadata 'model_signature' does not match its tensors and this model" -- "$mnemo" train "$cfg" --steps 2 --no-eval --resume "$tmp/ck.safetensors"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

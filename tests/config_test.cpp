@@ -147,13 +147,13 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: transformer\n", "t.yaml:2:9", "model.type: expected one of resnet, lstm, graph"},
       {"model:\n  type: resnet\n  style: imagenet\n  depth: 77\n", "t.yaml:", "give model.blocks"},
       {"model: [1, 2]\n", "t.yaml:1:8", "model: expected a mapping"},
-      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a number >= 0"},
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a finite number >= 0"},
       {"model:\n  type: resnet\n  depth: 20\nmemory: shared\n", "t.yaml:4:9", "memory: expected a memory mode: none, inplace, share, drop-bn-relu"},
       {"model:\n  type: resnet\n  depth: 20\norder: fastest\n", "t.yaml:4:8", "order: expected one of default, greedy, optimal, updates-last"},
-      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: -1\n", "t.yaml:4:20", "placement_seconds: expected a number >= 0"},
+      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: -1\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: soon\n", "t.yaml:4:20", "placement_seconds: expected a number"},
       {"model:\n  type: resnet\n  depth: 20\nparallel: {bucket_bytes: -1}\n", "t.yaml:4:26", "parallel.bucket_bytes: expected an integer in [0, 2147483647]"},
-      {"model:\n  type: resnet\n  depth: 20\nparallel: {timeout_s: 0}\n", "t.yaml:4:23", "parallel.timeout_s: expected a number >= 1"},
+      {"model:\n  type: resnet\n  depth: 20\nparallel: {timeout_s: 0}\n", "t.yaml:4:23", "parallel.timeout_s: expected a finite number >= 1"},
       {"model:\n  type: resnet\n  depth: 20\nparallel: {buckets: 4}\n", "t.yaml:4:12", "parallel.buckets: expected a known key"},
       {"model:\n  type: resnet\n  depth: 20\nparallel: {reduce_one_rank: 3}\n", "t.yaml:4:29", "parallel.reduce_one_rank: expected"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 1, epochs: 2}\n", "t.yaml:", "exactly one of train.steps or train.epochs"},
@@ -164,6 +164,14 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 99999999999999999999\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000]"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: 2000000000}\n", "t.yaml:4:16", "train.steps: expected an integer in [1, 1000000000]"},
       {"model:\n  type: resnet\n  depth: 20\n  width: 3000000000\n", "t.yaml:4:10", "model.width: expected an integer in [1, 65536]"},
+      // Integers in decimal only (yaml-cpp reads 010 as octal 8 and 0x10 as 16).
+      {"model:\n  type: resnet\n  depth: 020\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000] (decimal digits), got '020'"},
+      {"model:\n  type: resnet\n  depth: 0x14\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000] (decimal digits), got '0x14'"},
+      {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: +0010}\n", "t.yaml:4:16", "train.steps: expected an integer in [1, 1000000000] (decimal"},
+      // Numbers are finite (.inf was a learning rate).
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: .inf}\n", "t.yaml:4:17", "optimizer.lr: expected a finite number >= 0, got '.inf'"},
+      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: .inf\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
+      {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: 1e99\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
       // Duplicate keys are an error (yaml-cpp would keep the first silently).
       {"model:\n  type: resnet\n  depth: 20\n  depth: 56\n", "t.yaml:4:3", "key 'depth' appears twice (first at line 3)"},
       // Aliases are refused before the document is built (a chain of them expands exponentially).

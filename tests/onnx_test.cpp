@@ -3,6 +3,7 @@
 // exports of torchvision models import with torchvision's parameter counts and the zoo builders'
 // exact FLOPs, and plan in every memory mode; malformed and unsupported files are clear errors
 // naming the file, the node and the operator.
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -264,6 +265,51 @@ TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
     t->set_name("transB"), t->set_type(onnx::AttributeProto::INT), t->set_i(1);
   }));
   EXPECT_NE(m.find("holds 5 values for its 12 elements"), std::string::npos) << m;
+  // A stride of 0 ended the process (SIGFPE in ONNX's own shape inference, which divides by it):
+  // checked before it, in Conv and in pooling.
+  auto conv = [](const std::vector<int64_t>& strides, const std::vector<int64_t>& kernel) {
+    return [=](onnx::GraphProto& g) {
+      for (int64_t x : {5, 5}) g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(x);
+      auto* w = g.add_initializer();
+      w->set_name("w"), w->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t x : {2, 4, 3, 3}) w->add_dims(x);
+      for (int i = 0; i < 2 * 4 * 3 * 3; ++i) w->add_float_data(1);
+      auto* n = g.add_node();
+      n->set_op_type("Conv"), n->set_name("conv"), n->add_input("x"), n->add_input("w"), n->add_output("y");
+      auto* a = n->add_attribute();
+      a->set_name("strides"), a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : strides) a->add_ints(v);
+      if (!kernel.empty()) {
+        auto* k = n->add_attribute();
+        k->set_name("kernel_shape"), k->set_type(onnx::AttributeProto::INTS);
+        for (int64_t v : kernel) k->add_ints(v);
+      }
+    };
+  };
+  m = import_error(write_model(d, "stride0.onnx", conv({1, 0}, {})));
+  EXPECT_NE(m.find("stride0.onnx: node 'conv' (Conv): strides must be >= 1, got 0"), std::string::npos) << m;
+  m = import_error(write_model(d, "pool0.onnx", [](onnx::GraphProto& g) {
+    for (int64_t x : {5, 5}) g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(x);
+    auto* n = g.add_node();
+    n->set_op_type("AveragePool"), n->set_name("pool"), n->add_input("x"), n->add_output("y");
+    auto* k = n->add_attribute();
+    k->set_name("kernel_shape"), k->set_type(onnx::AttributeProto::INTS), k->add_ints(2), k->add_ints(2);
+    auto* st = n->add_attribute();
+    st->set_name("strides"), st->set_type(onnx::AttributeProto::INTS), st->add_ints(2), st->add_ints(0);
+  }));
+  EXPECT_NE(m.find("node 'pool' (AveragePool): strides must be >= 1, got 0"), std::string::npos) << m;
+  // kernel_shape is the weight's (mnemo takes the kernel from the weight): a different one was
+  // ignored.
+  m = import_error(write_model(d, "kshape.onnx", conv({1, 1}, {5, 5})));
+  EXPECT_NE(m.find("node 'conv' (Conv): kernel_shape [5,5] is not the weight's [2,4,3,3] kernel"), std::string::npos) << m;
+  // A NaN bound of Clip was dropped (ReLU6 became ReLU).
+  m = import_error(write_model(d, "clipnan.onnx", [](onnx::GraphProto& g) {
+    auto* hi = g.add_initializer();
+    hi->set_name("hi"), hi->set_data_type(onnx::TensorProto::FLOAT), hi->add_float_data(std::nanf(""));
+    auto* n = g.add_node();
+    n->set_op_type("Clip"), n->set_name("clip"), n->add_input("x"), n->add_input(""), n->add_input("hi"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("node 'clip' (Clip): its max bound is NaN"), std::string::npos) << m;
   m = import_error(d.file("junk.onnx", "this is not a protobuf message at all \x01\x02\x03"));
   EXPECT_NE(m.find("junk.onnx: not an ONNX model"), std::string::npos) << m;
   std::ofstream(d.file("empty.onnx")).close();

@@ -61,9 +61,14 @@ void print_ops() {
   }
 }
 
-// A config file, or an ONNX model imported on the fly (`batch`: its batch size when > 0).
+// A config file, or an ONNX model imported on the fly (`batch`: its batch size when > 0; a
+// config's data.batch is overridden by it, as bench's --batch does: it was ignored).
 mnemo::Config config_or_onnx(const std::string& path, int64_t batch) {
-  if (!mnemo::is_onnx_path(path)) return mnemo::load_config(path);
+  if (!mnemo::is_onnx_path(path)) {
+    mnemo::Config c = mnemo::load_config(path);
+    if (batch > 0) c.data.batch = batch;
+    return c;
+  }
   const mnemo::OnnxImport imp = mnemo::import_onnx(path, {batch});
   for (const std::string& note : imp.notes) std::fprintf(stderr, "mnemo: note: %s\n", note.c_str());
   return mnemo::parse_config(imp.yaml, path);
@@ -291,6 +296,15 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
+  // A time limit in seconds, [0, 86400]: CLI::Range alone let "nan" through (it compares).
+  const CLI::Validator seconds_limit(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end || !(d >= 0 && d <= 86400)) return "expected seconds in [0, 86400], got '" + s + "'";
+        return {};
+      },
+      "SECONDS in [0, 86400]");
   app.set_version_flag("--version", []() -> std::string {
     std::string gemm;
     try {
@@ -314,7 +328,7 @@ int main(int argc, char** argv) {
   bool plan_json = false;
   plan->add_option("config", plan_config, "config file (YAML) or ONNX model (.onnx, imported on the fly)")->required()->check(CLI::ExistingFile);
   int64_t plan_batch = 0;
-  plan->add_option("--batch", plan_batch, "ONNX models: the batch size (when the model leaves it open, or to change it)")
+  plan->add_option("--batch", plan_batch, "the batch size, overriding the config's data.batch (ONNX models: also when the model leaves it open)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   plan->add_option("--memory", plan_modes, std::string(mnemo::kMemoryModeNames) + ", or all")
       ->capture_default_str();
@@ -326,7 +340,7 @@ int main(int argc, char** argv) {
   double plan_placement = -1;
   plan->add_option("--placement-seconds", plan_placement,
                    "time limit of the exact placement per plan, 0: best fit only (overrides the config's placement_seconds; docs/MEMORY.md)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(seconds_limit);
   plan->add_option("--device", plan_device, "plan for cpu, cuda or cuda:N (workspace sizes are the device's); default: the config's");
   int plan_ranks = 1;
   plan->add_option("--ranks", plan_ranks, "plan one rank of a data-parallel run over this many ranks (docs/PARALLEL.md)")
@@ -348,7 +362,7 @@ int main(int argc, char** argv) {
   train->add_option("--memory", topt.memory, std::string("memory mode (") + mnemo::kMemoryModeNames + "), overrides the config");
   train->add_option("--order", topt.order, "schedule order: default, greedy or optimal (overrides the config)")->check(orders);
   const std::string placement_help = "time limit of the exact placement, 0: best fit only (overrides the config's placement_seconds)";
-  train->add_option("--placement-seconds", topt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));
+  train->add_option("--placement-seconds", topt.placement_seconds, placement_help)->check(seconds_limit);
   train->add_option("--steps", topt.steps, "train this many steps (overrides train.steps/epochs)")
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
@@ -375,7 +389,7 @@ int main(int argc, char** argv) {
   bench->add_option("config", bopt.config, "config file (YAML)")->required()->check(CLI::ExistingFile);
   bench->add_option("--memory", bopt.memory, "memory mode, overrides the config");
   bench->add_option("--order", bopt.order, "schedule order, overrides the config")->check(orders);
-  bench->add_option("--placement-seconds", bopt.placement_seconds, placement_help)->check(CLI::Range(0.0, 86400.0));
+  bench->add_option("--placement-seconds", bopt.placement_seconds, placement_help)->check(seconds_limit);
   bench->add_option("--steps", bopt.steps, "timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   bench->add_option("--warmup", bopt.warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
   bench->add_option("--batch", bopt.batch, "batch size, overrides the config")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

@@ -8,12 +8,24 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace mnemo {
 namespace {
+
+// An optional sign, then 0 or digits not starting with 0.
+bool decimal_integer(const std::string& t) {
+  size_t i = !t.empty() && (t[0] == '-' || t[0] == '+');
+  if (i == t.size()) return false;
+  if (t[i] == '0') return i + 1 == t.size();
+  for (; i < t.size(); ++i)
+    if (t[i] < '0' || t[i] > '9') return false;
+  return true;
+}
 
 // A YAML mapping with its file and key path; typed reads record the keys used, finish() rejects
 // the rest.
@@ -64,6 +76,14 @@ class Section {
   template <class T>
   T scalar(const std::string& k, const YAML::Node& v, const char* expected) const {
     if (!v.IsScalar()) fail(v, key(k), expected, text(v));
+    // Integers in decimal only: yaml-cpp reads a leading 0 as octal and 0x as hexadecimal
+    // (`batch: 010` was a batch of 8).
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      if (!decimal_integer(v.Scalar())) {
+        const std::string& t = v.Scalar();
+        const bool numeric = !t.empty() && (std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '-' || t[0] == '+');
+        fail(v, key(k), std::string(expected) + (numeric ? " (decimal digits)" : ""), text(v));
+      }
     try {
       return v.as<T>();
     } catch (const YAML::Exception&) {
@@ -83,12 +103,19 @@ class Section {
     if (min == INT64_MIN) return "an integer <= " + std::to_string(max);
     return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   }
-  double get_float(const std::string& k, double dflt, double min = -1e300) {
+  // Finite numbers in [min, max] (.inf, which yaml-cpp reads, was a learning rate).
+  double get_float(const std::string& k, double dflt, double min = -1e300, double max = 1e300) {
     YAML::Node v = raw(k);
     if (!v) return dflt;
     const double x = scalar<double>(k, v, "a number");
-    if (!(x >= min)) fail(v, key(k), "a number >= " + std::to_string(min), text(v));
+    if (!(x >= min && x <= max))
+      fail(v, key(k), max < 1e300 ? "a number in [" + number(min) + ", " + number(max) + "]" : "a finite number >= " + number(min), text(v));
     return x;
+  }
+  static std::string number(double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
   }
   bool get_bool(const std::string& k, bool dflt) {
     YAML::Node v = raw(k);
@@ -437,7 +464,7 @@ Config parse_config(const std::string& text, const std::string& name) {
                "'" + c.memory + "'");
     }
     c.order = top.get_string("order", "default", {"default", "greedy", "optimal", "updates-last"});
-    c.placement_seconds = top.get_float("placement_seconds", 5, 0);
+    c.placement_seconds = top.get_float("placement_seconds", 5, 0, 86400);
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");

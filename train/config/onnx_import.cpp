@@ -404,6 +404,15 @@ void Importer::convert(const onnx::NodeProto& n) {
     const std::string w = param(n, 1, Role::weight);
     Attrs a{{"stride", pair_attr(n, "strides", 1)}, {"padding", symmetric_pads(n)}, {"dilation", pair_attr(n, "dilations", 1)}};
     if (const int64_t g = attr_int(n, "group", 1); g != 1) a["groups"] = g;
+    // kernel_shape, where given, must be the weight's (mnemo takes the kernel from the weight).
+    if (const std::vector<int64_t> k = attr_ints(n, "kernel_shape", {}); !k.empty()) {
+      Shape ws = shape_of(n.input(1));
+      if (const onnx::TensorProto* t = ws.empty() ? constant(n.input(1)) : nullptr) ws.assign(t->dims().begin(), t->dims().end());
+      if (k.size() != 2) fail_node(n, "kernel_shape must have 2 values (2-D convolution), got " + std::to_string(k.size()));
+      if (ws.size() == 4 && (k[0] != ws[2] || k[1] != ws[3]))
+        fail_node(n, "kernel_shape [" + std::to_string(k[0]) + "," + std::to_string(k[1]) + "] is not the weight's " +
+                         shape_str(ws) + " kernel");
+    }
     std::vector<std::string> in{ref(n, 0), w};
     if (has_input(n, 2)) in.push_back(param(n, 2, Role::bias));
     out(add(n, "conv2d", in, a));
@@ -428,6 +437,7 @@ void Importer::convert(const onnx::NodeProto& n) {
         if (v.size() != 1) fail_node(n, "a bound must be one value");
         (k == 1 ? lo : hi) = v[0];
       }
+    if (std::isnan(lo) || std::isnan(hi)) fail_node(n, std::string("its ") + (std::isnan(lo) ? "min" : "max") + " bound is NaN");
     Attrs a;
     if (std::isfinite(lo)) a["min"] = lo;
     if (std::isfinite(hi)) a["max"] = hi;
@@ -607,6 +617,13 @@ OnnxImport Importer::run() {
     }
     g.clear_value_info();
   }
+  // ONNX's own shape inference divides by strides and dilations without checking them (a stride
+  // of 0 in a Conv or a pooling node ended the process with SIGFPE there): checked first.
+  for (const auto& n : g.node())
+    for (const char* name : {"strides", "dilations", "kernel_shape"})
+      if (const auto* a = attr(n, name))
+        for (int64_t v : a->ints())
+          if (v < 1) fail_node(n, std::string(name) + " must be >= 1, got " + std::to_string(v));
   try {
     onnx::shape_inference::InferShapes(m_);
   } catch (const std::exception& e) {

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "core/executor.h"
+#include "train/config/files.h"
 #include "train/session/checkpoint.h"
 #include "train/session/metrics.h"
 #include "train/session/device_state.h"
@@ -285,6 +286,18 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   // Rank 0 writes what one process would (metrics, checkpoints); every rank trains.
   if (!c.run.metrics.empty() && rank_ == 0) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
   if (!c.checkpoint.dir.empty() && rank_ == 0) std::filesystem::create_directories(c.checkpoint.dir);
+  if (rank_ == 0) {
+    // Where the run will save, checked now: not after hours of training (a directory given to
+    // --checkpoint was refused only at the end, the run's weights unsaved).
+    auto check_out = [](const std::string& path, const std::string& what) {
+      std::filesystem::path dir = std::filesystem::path(writable_target(path, what)).parent_path();
+      if (dir.empty()) dir = ".";
+      MNEMO_CHECK(std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK) == 0)
+          << what << ": cannot write '" << path << "': the directory '" << dir.string() << "' does not exist or is not writable";
+    };
+    if (!opt.checkpoint.empty()) check_out(opt.checkpoint, "--checkpoint " + opt.checkpoint);
+    if (!c.checkpoint.dir.empty()) check_out(c.checkpoint.dir + "/checkpoint.safetensors", c.file + ": checkpoint.dir");
+  }
   tty_ = isatty(STDOUT_FILENO);
 }
 
