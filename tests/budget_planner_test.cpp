@@ -152,9 +152,14 @@ TEST(MirrorPlanner, BudgetRootCutsRaiseTheLpBound) {
   o.seconds = 3;
   o.root = ExactBudgetOptions::Root::after_rounds;
   const ExactBudget ex = solve_budget_exact(fwd, tg, o, [](const MirrorPlan&) { return BudgetCheck{}; });
-  std::printf("  the exact solver with the root after its LP: the root's bound %.5g, the bound %.5g (%s, %d solves)\n", ex.root_bound_cost,
-              ex.bound_cost, ex.status.c_str(), ex.solves);
+  std::printf("  the exact solver with the root after its LP: the root's bound %.5g, the bound %.5g (%s, %d solves, %d gaps, %d cuts)\n",
+              ex.root_bound_cost, ex.bound_cost, ex.status.c_str(), ex.solves, ex.gaps, ex.cuts);
   EXPECT_NEAR(ex.root_bound_cost, root.root_bound_cost, 1e-6 * root.root_bound_cost);
+  // Each plan refused here brings in the gaps the programme's own accounting of its solution
+  // overfills (up to 8 a solution): before, only the gap where the plan peaked was added (none
+  // here), and the programme stayed on its first gaps (lp.gaps, the same start).
+  EXPECT_GT(ex.cuts, 0);
+  EXPECT_GT(ex.gaps, lp.gaps) << "the starting gaps: " << lp.gaps;
   EXPECT_GE(ex.bound_cost, ex.root_bound_cost);
   // The default takes no root.
   EXPECT_EQ(b.solver_status.find("root"), std::string::npos) << b.solver_status;
