@@ -20,7 +20,8 @@ EntryRef resolve(const Graph& g, const std::string& ref, const std::string& wher
   const int id = g.find(name);
   MNEMO_CHECK(id >= 0) << where << ": node '" << node << "': input '" << ref << "' names no input, param or node";
   MNEMO_CHECK(index >= 0 && index < static_cast<int>(g.node(id).outputs.size()))
-      << where << ": node '" << node << "': '" << name << "' has " << g.node(id).outputs.size() << " output(s), not " << index;
+      << where << ": node '" << node << "': input '" << ref << "': '" << name << "' has " << g.node(id).outputs.size()
+      << " output(s), numbered from 0: no output " << index;
   return {id, index};
 }
 // batch_norm(x, gamma, beta, running_mean, running_var){eps, momentum} of a graph config: in a
@@ -111,6 +112,11 @@ BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
   }
   const int loss = b.graph().find(c.loss), logits = b.graph().find(c.logits);
   MNEMO_CHECK(loss >= 0) << c.where << ": model.loss '" << c.loss << "' names no node";
+  {
+    const TensorType& lt = b.graph().type({loss, 0});
+    MNEMO_CHECK(lt.numel() == 1 && is_float(lt.dtype))
+        << c.where << ": model.loss '" << c.loss << "' must be a float scalar (a loss node's output), got " << lt.str();
+  }
   MNEMO_CHECK(c.logits.empty() || logits >= 0) << c.where << ": model.logits '" << c.logits << "' names no node";
   m.loss = {loss, 0};
   if (logits >= 0) m.logits = {logits, 0};

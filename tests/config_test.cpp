@@ -172,6 +172,8 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: .inf}\n", "t.yaml:4:17", "optimizer.lr: expected a finite number >= 0, got '.inf'"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: .inf\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: 1e99\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
+      // One document: a second after `---` was ignored.
+      {"model:\n  type: resnet\n  depth: 20\n---\nmodel: {type: lstm}\n", "t.yaml:4:", "a second YAML document ('---')"},
       // Duplicate keys are an error (yaml-cpp would keep the first silently).
       {"model:\n  type: resnet\n  depth: 20\n  depth: 56\n", "t.yaml:4:3", "key 'depth' appears twice (first at line 3)"},
       // Aliases are refused before the document is built (a chain of them expands exponentially).
@@ -220,6 +222,18 @@ TEST(Config, GenericGraphErrorsNameTheNode) {
   bad = g;
   bad.replace(bad.find("inputs: [data, w1, b1]"), 22, "inputs: [sum, w1, b1]");
   EXPECT_NE(error_of(bad).find("cycle"), std::string::npos) << error_of(bad);
+  // An output index past the last (the message said "has 2 output(s), not 2").
+  bad = g;
+  bad.replace(bad.find("[\"halves:1\"]"), 12, "[\"halves:2\"]");
+  EXPECT_NE(error_of(bad).find("node 'gate': input 'halves:2': 'halves' has 2 output(s), numbered from 0: no output 2"),
+            std::string::npos)
+      << error_of(bad);
+  // A loss that is not a scalar, named with the file and key (it was autograd's message alone).
+  bad = g;
+  bad.replace(bad.find("loss: loss"), 10, "loss: sum");
+  EXPECT_NE(error_of(bad).find("model.loss 'sum' must be a float scalar (a loss node's output), got float32["), std::string::npos)
+      << error_of(bad);
+  EXPECT_NE(error_of(bad).find("t.yaml:"), std::string::npos) << error_of(bad);
 }
 
 // Mutations of valid configs (byte flips, deletions, duplicated lines, swapped values): loading

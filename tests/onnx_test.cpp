@@ -310,6 +310,21 @@ TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
     n->set_op_type("Clip"), n->set_name("clip"), n->add_input("x"), n->add_input(""), n->add_input("hi"), n->add_output("y");
   }));
   EXPECT_NE(m.find("node 'clip' (Clip): its max bound is NaN"), std::string::npos) << m;
+  // BatchNormalization's momentum, checked in ONNX's terms (the error named the config's 1 - 2).
+  m = import_error(write_model(d, "bnmom.onnx", [](onnx::GraphProto& g) {
+    auto* n = g.add_node();
+    n->set_op_type("BatchNormalization"), n->set_name("bn"), n->add_input("x");
+    for (const char* name : {"gamma", "beta", "mean", "var"}) {
+      auto* t = g.add_initializer();
+      t->set_name(name), t->set_data_type(onnx::TensorProto::FLOAT), t->add_dims(4);
+      for (int i = 0; i < 4; ++i) t->add_float_data(1);
+      n->add_input(name);
+    }
+    n->add_output("y");
+    auto* a = n->add_attribute();
+    a->set_name("momentum"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(2);
+  }));
+  EXPECT_NE(m.find("node 'bn' (BatchNormalization): momentum must be in [0, 1], got 2"), std::string::npos) << m;
   m = import_error(d.file("junk.onnx", "this is not a protobuf message at all \x01\x02\x03"));
   EXPECT_NE(m.find("junk.onnx: not an ONNX model"), std::string::npos) << m;
   std::ofstream(d.file("empty.onnx")).close();

@@ -341,7 +341,11 @@ void parse_model(Section& m, Config& c) {
 class EventLimits final : public YAML::EventHandler {
  public:
   explicit EventLimits(std::string file) : file_(std::move(file)) {}
-  void OnDocumentStart(const YAML::Mark&) override {}
+  // One document: YAML::Load reads the first and a second one after `---` was ignored silently.
+  void OnDocumentStart(const YAML::Mark& m) override {
+    MNEMO_CHECK(++documents_ == 1) << file_ << ":" << m.line + 1 << ":" << m.column + 1
+                                   << ": a second YAML document ('---'); a config is one document";
+  }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& m, YAML::anchor_t) override { count(m); }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
@@ -360,6 +364,7 @@ class EventLimits final : public YAML::EventHandler {
   }
   std::string file_;
   int64_t nodes_ = 0;
+  int documents_ = 0;
 };
 
 // yaml-cpp keeps the first of two equal keys and ignores the second: refuse them instead.

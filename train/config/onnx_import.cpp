@@ -421,7 +421,10 @@ void Importer::convert(const onnx::NodeProto& n) {
                                 param(n, 4, Role::running_var)};
     for (int k = 1; k < n.output_size(); ++k)
       if (!n.output(k).empty()) ++unused_bn_outputs_;
-    out(add(n, "batch_norm", in, {{"eps", attr_float(n, "epsilon", 1e-5)}, {"momentum", 1.0 - attr_float(n, "momentum", 0.9)}}));
+    // (checked here, in ONNX's terms: the config's momentum is 1 - ONNX's)
+    const double momentum = attr_float(n, "momentum", 0.9);
+    if (!(momentum >= 0 && momentum <= 1)) fail_node(n, "momentum must be in [0, 1], got " + std::to_string(momentum));
+    out(add(n, "batch_norm", in, {{"eps", attr_float(n, "epsilon", 1e-5)}, {"momentum", 1.0 - momentum}}));
   } else if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "Identity") {
     const std::string mop = op == "Relu" ? "relu" : op == "Sigmoid" ? "sigmoid" : op == "Tanh" ? "tanh" : "identity";
     out(add(n, mop, {ref(n, 0)}, {}));
