@@ -13,8 +13,10 @@ limit, so an allocation beyond it must fail cleanly). Inputs, all seeded:
                run with `mnemo plan` (parse, build, plan) and, for small ones, `mnemo train --steps 1`;
   checkpoints  a real checkpoint with flipped, cut, extended or rewritten bytes: `train --resume`;
   data         tiny Fashion-MNIST idx files with damaged headers, sizes and gzip streams: `train`;
-  onnx         the ONNX fixtures (tests/fixtures/onnx) with replaced, deleted and inserted bytes:
-               `mnemo plan MODEL.onnx` and `mnemo import`;
+  onnx         the ONNX fixtures (tests/fixtures/onnx) with replaced, deleted and inserted bytes,
+               and (every third file) with one node attribute's integer set to an edge value (0,
+               -1, 2^31, 2^62, -2^63: a stride of 0 once ended mnemo with SIGFPE inside ONNX's shape
+               inference); `mnemo plan MODEL.onnx` and `mnemo import`;
   cli          random subcommand and flag lines (unknown flags, bad numbers, huge values);
   kills        `train` with a checkpoint and metrics every step, killed (SIGKILL) at random times:
                afterwards no temporary file may remain once the next save ran, every metrics
@@ -197,12 +199,111 @@ def fuzz_checkpoints(stats, args, rng, tmp):
 
 
 # ---- ONNX files ----------------------------------------------------------------------------------
+# Protocol-buffer wire format, enough to rewrite one integer of a node attribute (ModelProto.graph
+# = 7, GraphProto.node = 1, NodeProto.attribute = 5, AttributeProto.i = 3 and .ints = 8) without
+# the onnx package.
+def pb_varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def pb_enc_varint(v):
+    v &= (1 << 64) - 1  # int64: negative values as their two's complement
+    out = bytearray()
+    while True:
+        c = v & 0x7F
+        v >>= 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_fields(b):
+    """A message's fields as [field number, wire type, value]: an int for varints, else bytes."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = pb_varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = pb_varint(b, i)
+        elif wt == 2:
+            n, i = pb_varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt in (1, 5):
+            n = 8 if wt == 1 else 4
+            v, i = b[i:i + n], i + n
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.append([num, wt, v])
+    return out
+
+
+def pb_encode(fields):
+    out = bytearray()
+    for num, wt, v in fields:
+        out += pb_enc_varint(num << 3 | wt)
+        if wt == 0:
+            out += pb_enc_varint(v)
+        elif wt == 2:
+            out += pb_enc_varint(len(v)) + bytes(v)
+        else:
+            out += bytes(v)
+    return bytes(out)
+
+
+def onnx_attribute_edge(model, rng):
+    """`model` with one integer of one node attribute (i or ints) set to an edge value; None when
+    it has no such attribute."""
+    m = pb_fields(model)
+    gk = next((k for k, f in enumerate(m) if f[0] == 7 and f[1] == 2), None)
+    if gk is None:
+        return None
+    g = pb_fields(m[gk][2])
+    spots = []  # (node field, attribute field, attribute's integer field)
+    for nk, nf in enumerate(g):
+        if nf[0] != 1 or nf[1] != 2:
+            continue
+        for ak, af in enumerate(pb_fields(nf[2])):
+            if af[0] == 5 and af[1] == 2:
+                spots += [(nk, ak, ik) for ik, f in enumerate(pb_fields(af[2])) if f[0] in (3, 8)]
+    if not spots:
+        return None
+    nk, ak, ik = rng.choice(spots)
+    node = pb_fields(g[nk][2])
+    attr = pb_fields(node[ak][2])
+    edge = rng.choice([0, -1, 2 ** 31, 2 ** 62, -2 ** 63])
+    f = attr[ik]
+    if f[1] == 2:  # packed ints
+        vals, i = [], 0
+        while i < len(f[2]):
+            v, i = pb_varint(f[2], i)
+            vals.append(v)
+        if vals:
+            vals[rng.randrange(len(vals))] = edge
+        f[2] = b"".join(pb_enc_varint(v) for v in vals)
+    else:
+        f[2] = edge & ((1 << 64) - 1)
+    node[ak][2] = pb_encode(attr)
+    g[nk][2] = pb_encode(node)
+    m[gk][2] = pb_encode(g)
+    return pb_encode(m)
+
+
 def fuzz_onnx(stats, args, rng, tmp):
     fixtures = os.path.join(ROOT, "tests", "fixtures", "onnx")
     sources = [open(os.path.join(fixtures, n), "rb").read() for n in ("small.onnx", "resnet18_structure.onnx")]
     for k in range(args.onnx):
         b = bytearray(sources[k % len(sources)])
-        for _ in range(rng.randint(1, 8)):
+        edited = onnx_attribute_edge(bytes(b), rng) if k % 3 == 2 else None
+        if edited is not None:
+            b = bytearray(edited)
+        for _ in range(0 if edited is not None else rng.randint(1, 8)):
             i = rng.randrange(len(b))
             op = rng.random()
             if op < 0.6:
