@@ -127,6 +127,7 @@ expect bad-config 1 'bad.yaml:1:.*6n\+2' -- "$mnemo" plan "$tmp/bad.yaml"
 expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 --resume "$tmp/w.safetensors"
 # --batch overrides a config's data.batch in plan (it was ignored for YAML configs).
 expect plan-batch 0 'batch 6, ' -- "$mnemo" plan "$src/configs/resnet56-cifar.yaml" --batch 6 --memory share
+expect plan-batch-graph 0 'batch 6, ' -- "$mnemo" plan "$cfg" --batch 6 --memory share
 # A time limit of nan was let through by the range check.
 expect plan-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" plan "$cfg" --placement-seconds nan
 expect train-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" train "$cfg" --placement-seconds nan

@@ -66,7 +66,14 @@ void print_ops() {
 mnemo::Config config_or_onnx(const std::string& path, int64_t batch) {
   if (!mnemo::is_onnx_path(path)) {
     mnemo::Config c = mnemo::load_config(path);
-    if (batch > 0) c.data.batch = batch;
+    if (batch > 0) {
+      // A graph config's data and labels start with the batch: rewritten as for one rank's share
+      // (build_model, train/config/config.cpp; an attribute that names the batch fails shape
+      // inference, named).
+      for (mnemo::GraphVarSpec& v : c.graph.inputs)
+        if ((v.name == "data" || v.name == "labels") && !v.shape.empty() && v.shape[0] == c.data.batch) v.shape[0] = batch;
+      c.data.batch = batch;
+    }
     return c;
   }
   const mnemo::OnnxImport imp = mnemo::import_onnx(path, {batch});
