@@ -26,6 +26,8 @@ expect() {
     passes=$((passes + 1))
   fi
 }
+# verdict NAME STATUS OUTPUT (tests/verdict.sh)
+. "$src/tests/verdict.sh"
 cfg=$src/configs/mlp-graph.yaml
 expect version 0 '^mnemo [0-9]+\.[0-9]+\.[0-9]+' -- "$mnemo" --version
 expect ops 0 'conv2d +compute +- +in0,in1 -' -- "$mnemo" ops
@@ -136,14 +138,8 @@ expect train-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" train 
 mkdir -p "$tmp/adir"
 out=$("$mnemo" train "$cfg" --steps 2 --no-eval --checkpoint "$tmp/adir" 2>&1)
 rc=$?
-if [ "$rc" -eq 1 ] && grep -q 'exists and is not a regular file' <<<"$out" && ! grep -q 'trained' <<<"$out"; then
-  echo "ok   checkpoint-dir-first"
-  passes=$((passes + 1))
-else
-  echo "FAIL checkpoint-dir-first: exit $rc, output:"
-  echo "$out" | tail -15
-  fails=$((fails + 1))
-fi
+[ "$rc" -eq 1 ] && grep -q 'exists and is not a regular file' <<<"$out" && ! grep -q 'trained' <<<"$out"
+verdict checkpoint-dir-first $? "exit $rc: $out"
 expect checkpoint-nodir 1 "the directory '$tmp/nodir' does not exist" -- "$mnemo" train "$cfg" --steps 2 --no-eval --checkpoint "$tmp/nodir/c.safetensors"
 # A checkpoint's model_signature (the parameters' names and types) is checked on --resume: one
 # edited in place (same length, the tensors untouched) was taken as it was.

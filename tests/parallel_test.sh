@@ -42,17 +42,8 @@ check() {  # check NAME COMMAND...: the command succeeds
     fails=$((fails + 1))
   fi
 }
-# verdict NAME STATUS OUTPUT: counts a check the caller evaluated (STATUS 0: passed; else OUTPUT's tail)
-verdict() {
-  if [ "$2" -eq 0 ]; then
-    echo "ok   $1"
-    passes=$((passes + 1))
-  else
-    echo "FAIL $1:"
-    echo "$3" | tail -10
-    fails=$((fails + 1))
-  fi
-}
+# verdict NAME STATUS OUTPUT (tests/verdict.sh)
+. "$src/tests/verdict.sh"
 
 cat >"$tmp/mlp.yaml" <<EOF
 model:
