@@ -79,16 +79,8 @@ void Builder::make_mirrors() {
       // node's (they stay live for it, and backward reads them: mirror_entry) and runs the
       // cheaper op on the same params, whose outputs are the others (in order).
       if (const OpDef* as = recompute_op(clone)) {
-        const std::vector<int>& saved = clone.op->saved_outputs;
-        for (int j : saved) clone.inputs.push_back({static_cast<int>(v), j});
-        std::vector<TensorType> outs;
-        for (size_t j = 0; j < clone.outputs.size(); ++j)
-          if (!std::count(saved.begin(), saved.end(), static_cast<int>(j))) outs.push_back(clone.outputs[j]);
-        // (the saved outputs are the last: the copy's outputs keep their indices)
-        for (int j : saved)
-          MNEMO_ASSERT(j >= static_cast<int>(outs.size())) << "op " << clone.op->name << " recomputes as " << as->name
-                                                          << " but its saved output " << j << " is not among its last";
-        clone.outputs = std::move(outs);
+        for (int j : clone.op->saved_outputs) clone.inputs.push_back({static_cast<int>(v), j});
+        clone.outputs = recompute_outputs(clone);
         clone.op = as;
       }
       const std::string name = clone.name + "/mirror" + (k > 1 ? std::to_string(k) : "");

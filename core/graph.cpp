@@ -165,6 +165,17 @@ const OpDef* recompute_op(const Node& n) {
   return name ? &op_registry().get(name) : nullptr;
 }
 
+std::vector<TensorType> recompute_outputs(const Node& n) {
+  const std::vector<int>& saved = n.op->saved_outputs;
+  std::vector<TensorType> out;
+  for (size_t j = 0; j < n.outputs.size(); ++j)
+    if (!std::count(saved.begin(), saved.end(), static_cast<int>(j))) out.push_back(n.outputs[j]);
+  for (int j : saved)
+    MNEMO_ASSERT(j >= static_cast<int>(out.size())) << "op " << n.op->name << " recomputes as another op but its saved output " << j
+                                                    << " is not among its last";
+  return out;
+}
+
 bool read_from_forward(const Node& n, int j) {
   const std::vector<int>& saved = n.op->saved_outputs;
   return n.is(OpKind::compute) && std::count(saved.begin(), saved.end(), j) && recompute_op(n);
@@ -175,11 +186,9 @@ Cost recompute_cost(const Graph& g, int id) {
   const OpDef* as = n.is(OpKind::compute) ? recompute_op(n) : nullptr;
   if (!as) return node_cost(g, id);
   // Its inputs: the node's and its saved outputs; its outputs: the others.
-  std::vector<TensorType> in = input_types(g, id), out;
-  const std::vector<int>& saved = n.op->saved_outputs;
-  for (int j : saved) in.push_back(n.outputs[static_cast<size_t>(j)]);
-  for (size_t j = 0; j < n.outputs.size(); ++j)
-    if (!std::count(saved.begin(), saved.end(), static_cast<int>(j))) out.push_back(n.outputs[j]);
+  std::vector<TensorType> in = input_types(g, id);
+  for (int j : n.op->saved_outputs) in.push_back(n.outputs[static_cast<size_t>(j)]);
+  const std::vector<TensorType> out = recompute_outputs(n);
   MNEMO_ASSERT(as->cost) << "op " << as->name << " recomputes " << n.op->name << " but has no cost function";
   return as->cost(n.params.get(), in, out);
 }

@@ -129,6 +129,9 @@ Cost node_cost(const Graph& g, int id);
 Cost recompute_cost(const Graph& g, int id);
 // The op a recomputed copy of node `n` runs (OpDef::recompute_as): null for n's own op.
 const OpDef* recompute_op(const Node& n);
+// The outputs that copy makes: n's outputs other than its saved ones, in order (the saved ones
+// must be n's last, so the copy's outputs keep their indices: asserted).
+std::vector<TensorType> recompute_outputs(const Node& n);
 // Whether output `j` of `n` is a saved output that its recomputed copies and backward read from
 // the forward node itself (n recomputes as another op): live from n's step to its last backward
 // reader in every mirror plan.

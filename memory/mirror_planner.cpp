@@ -55,7 +55,8 @@ void parse_budget(const std::string& name, MemoryMode& m) {
   auto seconds = [&](const std::string& option, const std::string& t) {
     size_t pos = 0;
     const double v = number(t, &pos, "':" + option + "'");
-    if (pos != t.size() || !std::isfinite(v) || v < 0 || v > 86400) fail("':" + option + "': SECONDS must be a number in [0, 86400]");
+    if (pos != t.size() || !std::isfinite(v) || v < 0 || v > kMaxTimeLimitSeconds)
+      fail("':" + option + "': SECONDS must be a number in [0, " + std::to_string(static_cast<int64_t>(kMaxTimeLimitSeconds)) + "]");
     return v;
   };
   bool solver_given = false, balance_given = false;

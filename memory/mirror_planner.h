@@ -82,6 +82,9 @@ struct MemoryMode {
 // of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :exact or :exact=SECONDS (the solver and its
 // time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
 MemoryMode parse_memory_mode(const std::string& name);
+// The longest time limit taken (a day): budget's :exact=SECONDS and :fast=SECONDS, placement_seconds
+// and --placement-seconds.
+constexpr double kMaxTimeLimitSeconds = 86400;
 // The memory modes as errors and help texts list them: "none, inplace, share, ..., optimal or
 // budget=SIZE".
 extern const char* const kMemoryModeNames;

@@ -130,6 +130,10 @@ expect bad-resume 1 'not a mnemo checkpoint' -- "$mnemo" train "$cfg" --steps 1 
 # --batch overrides a config's data.batch in plan (it was ignored for YAML configs).
 expect plan-batch 0 'batch 6, ' -- "$mnemo" plan "$src/configs/resnet56-cifar.yaml" --batch 6 --memory share
 expect plan-batch-graph 0 'batch 6, ' -- "$mnemo" plan "$cfg" --batch 6 --memory share
+# bench's --batch and curve's --vary batch on a graph config too (set_batch: they set data.batch
+# alone, and the config's own check refused the shape).
+expect bench-batch-graph 0 '"batch":6,' -- "$mnemo" bench "$cfg" --batch 6 --steps 1 --warmup 0 --json
+expect curve-batch-graph 0 'log-log slopes' -- "$mnemo" curve "$cfg" --vary batch --values 2,4 --memory share --device host --out "$tmp/curve-graph" --no-plot
 # A time limit of nan was let through by the range check.
 expect plan-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" plan "$cfg" --placement-seconds nan
 expect train-seconds-nan 2 'expected seconds in \[0, 86400\]' -- "$mnemo" train "$cfg" --placement-seconds nan

@@ -66,14 +66,7 @@ void print_ops() {
 mnemo::Config config_or_onnx(const std::string& path, int64_t batch) {
   if (!mnemo::is_onnx_path(path)) {
     mnemo::Config c = mnemo::load_config(path);
-    if (batch > 0) {
-      // A graph config's data and labels start with the batch: rewritten as for one rank's share
-      // (build_model, train/config/config.cpp; an attribute that names the batch fails shape
-      // inference, named).
-      for (mnemo::GraphVarSpec& v : c.graph.inputs)
-        if ((v.name == "data" || v.name == "labels") && !v.shape.empty() && v.shape[0] == c.data.batch) v.shape[0] = batch;
-      c.data.batch = batch;
-    }
+    if (batch > 0) mnemo::set_batch(c, batch);
     return c;
   }
   const mnemo::OnnxImport imp = mnemo::import_onnx(path, {batch});
@@ -303,15 +296,16 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mnemo: static-graph deep learning with built-in gradient checkpointing"};
-  // A time limit in seconds, [0, 86400]: CLI::Range alone let "nan" through (it compares).
+  // A time limit in seconds, [0, kMaxTimeLimitSeconds]: CLI::Range alone let "nan" through (it compares).
+  const std::string seconds_range = "[0, " + std::to_string(static_cast<int64_t>(mnemo::kMaxTimeLimitSeconds)) + "]";
   const CLI::Validator seconds_limit(
-      [](std::string& s) -> std::string {
+      [seconds_range](std::string& s) -> std::string {
         char* end = nullptr;
         const double d = std::strtod(s.c_str(), &end);
-        if (end == s.c_str() || *end || !(d >= 0 && d <= 86400)) return "expected seconds in [0, 86400], got '" + s + "'";
+        if (end == s.c_str() || *end || !(d >= 0 && d <= mnemo::kMaxTimeLimitSeconds)) return "expected seconds in " + seconds_range + ", got '" + s + "'";
         return {};
       },
-      "SECONDS in [0, 86400]");
+      "SECONDS in " + seconds_range);
   app.set_version_flag("--version", []() -> std::string {
     std::string gemm;
     try {

@@ -469,7 +469,7 @@ Config parse_config(const std::string& text, const std::string& name) {
                "'" + c.memory + "'");
     }
     c.order = top.get_string("order", "default", {"default", "greedy", "optimal", "updates-last"});
-    c.placement_seconds = top.get_float("placement_seconds", 5, 0, 86400);
+    c.placement_seconds = top.get_float("placement_seconds", 5, 0, kMaxTimeLimitSeconds);
     c.device = top.get_string("device", "cpu", {"cpu", "cuda", "host"});
     Section k = top.section("checkpoint");
     c.checkpoint.dir = k.get_string("dir", "");
@@ -574,13 +574,18 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
     if (batch == c.data.batch) return build_graph_model(c.graph, training);
     // One rank's share of a data-parallel batch: `data` and `labels` start with the rank's batch
     // (every other shape is inferred from them; an attribute naming the batch fails inference).
-    GraphModelConfig g = c.graph;
-    for (GraphVarSpec& v : g.inputs)
-      if ((v.name == "data" || v.name == "labels") && !v.shape.empty()) v.shape[0] = batch;
-    return build_graph_model(g, training);
+    Config share = c;
+    set_batch(share, batch);
+    return build_graph_model(share.graph, training);
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }
+}
+
+void set_batch(Config& c, int64_t batch) {
+  c.data.batch = batch;
+  for (GraphVarSpec& v : c.graph.inputs)
+    if ((v.name == "data" || v.name == "labels") && !v.shape.empty()) v.shape[0] = batch;
 }
 
 }  // namespace mnemo

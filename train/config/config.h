@@ -94,6 +94,10 @@ constexpr int64_t kMaxConfigBytes = 4 << 20;       // a config file larger than 
 Config load_config(const std::string& path);
 // Parses YAML text; `name` is used as the file name in errors.
 Config parse_config(const std::string& text, const std::string& name);
+// Sets the batch size (plan's and bench's --batch, curve's --vary batch): data.batch and, in a graph
+// config, data's and labels' first dimension (an attribute that names the batch is not rewritten:
+// shape inference then names it).
+void set_batch(Config& c, int64_t batch);
 
 // What the data source provides: per-example shape ([C,H,W], or [T,D] for sequences) and classes.
 struct DataShape {

@@ -47,7 +47,7 @@ Config base_config(const std::string& model) {
 Config with_value(Config c, const std::string& vary, int64_t v) {
   if (vary == "batch") {
     MNEMO_CHECK(v >= 1) << "--values: a batch must be >= 1, got " << v;
-    c.data.batch = v;
+    set_batch(c, v);
   } else if (vary == "depth") {
     MNEMO_CHECK(c.model_type == "resnet") << "--vary depth needs a ResNet model, " << c.file << " is a " << c.model_type;
     if (c.resnet.style == "cifar") {

@@ -639,7 +639,7 @@ int run_bench(const BenchOptions& opt) {
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.order.empty()) c.order = opt.order;
   if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
-  if (opt.batch) c.data.batch = opt.batch;
+  if (opt.batch) set_batch(c, opt.batch);
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);
   Pipeline p = build_pipeline(c, ds, c.data.batch);
