@@ -1,6 +1,8 @@
 // CUDA kernels of ops/slice_concat.cpp: slice, slice_grad, split, concat (any 4- or 8-byte dtype;
 // strided element copies, see cuda/kernels/slice_concat_math.h). A tensor is seen as
-// [outer, extent, inner] around the axis, as in the CPU op.
+// [outer, extent, inner] around the axis, as in the CPU op. stack_rows and stack_rows_grad (the
+// fused LSTM head's) move whole rows of axis 0, contiguous bytes: the stream's copies and memsets.
+#include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/slice_concat.h"
 #include "ops/slice_concat.h"
@@ -64,6 +66,33 @@ void concat_k(const KernelContext& c) {  // in: x1..xk  out: y, the xi joined al
   }
 }
 
+// The bytes of one row (axis 0) of t.
+int64_t bytes_of(const TensorView& t) { return static_cast<int64_t>(t.bytes()); }
+int64_t row_bytes(const TensorView& t) { return t.dim(0) ? bytes_of(t) / t.dim(0) : 0; }
+
+void copy_bytes(const KernelContext& c, void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src)
+    MNEMO_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, context_of(c).stream));
+}
+
+void stack_rows_k(const KernelContext& c) {  // in: stack, x  out: y = stack with x at row begin (y may be stack)
+  const TensorView &st = c.in[0], &x = c.in[1], &y = c.out[0];
+  const int64_t row = row_bytes(st), begin = c.p<ops::StackParams>().begin;
+  copy_bytes(c, y.data, st.data, bytes_of(st));
+  copy_bytes(c, static_cast<char*>(y.data) + begin * row, x.data, x.dim(0) * row);
+}
+
+void stack_rows_grad_k(const KernelContext& c) {  // in: dy  out: dstack (may be dy), dx = dy's rows [begin, begin + rows)
+  const auto& p = c.p<ops::StackParams>();
+  const TensorView &dy = c.in[0], &dstack = c.out[0], &dx = c.out[1];
+  const int64_t row = row_bytes(dy);
+  copy_bytes(c, dx.data, static_cast<const char*>(dy.data) + p.begin * row, p.rows * row);  // before the rows are zeroed
+  copy_bytes(c, dstack.data, dy.data, bytes_of(dy));
+  if (p.rows * row > 0)
+    MNEMO_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(dstack.data) + p.begin * row, 0, static_cast<size_t>(p.rows * row),
+                                     context_of(c).stream));
+}
+
 }  // namespace
 }  // namespace mnemo::cuda
 
@@ -73,4 +102,6 @@ MNEMO_REGISTER_CUDA_OPS(slice_concat) {
   table.add("slice_grad", {slice_grad_k});
   table.add("split", {split_k});
   table.add("concat", {concat_k});
+  table.add("stack_rows", {stack_rows_k});
+  table.add("stack_rows_grad", {stack_rows_grad_k});
 }

@@ -267,9 +267,6 @@ TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
 
 // ---- stack_rows ----
 
-struct StackParams {
-  int64_t begin = 0, rows = 0;
-};
 StackParams parse_stack(AttrReader& r) { return {r.require_int("begin"), 0}; }
 StackParams parse_stack_grad(AttrReader& r) { return {r.require_int("begin"), r.require_int("rows")}; }
 
@@ -392,7 +389,6 @@ MNEMO_REGISTER_OPS(slice_concat) {
     d.grad = grad_stack;
     d.inplace = {{0, 0}};
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType>) { return rows_cost(in[1]); };
-    d.backends.cuda = false;  // (the fused LSTM head's, which is CPU only)
     d.cpu = stack_cpu;
     d.sample = OpSample{{{"begin", int64_t{1}}}, {f32({5, 3}), f32({2, 3})}};
     registry.add(std::move(d));
@@ -406,7 +402,6 @@ MNEMO_REGISTER_OPS(slice_concat) {
     d.infer = infer_stack_grad;
     d.inplace = {{0, 0}};
     d.cost = [](const void*, std::span<const TensorType>, std::span<const TensorType> out) { return rows_cost(out[1]); };
-    d.backends.cuda = false;
     d.cpu = stack_grad_cpu;
     d.sample = OpSample{{{"begin", int64_t{1}}, {"rows", int64_t{2}}}, {f32({5, 3})}};
     registry.add(std::move(d));

@@ -26,6 +26,10 @@ struct SplitParams {
 struct AxisParams {
   int64_t axis = 0;
 };
+// stack_rows {begin}; stack_rows_grad {begin, rows}.
+struct StackParams {
+  int64_t begin = 0, rows = 0;
+};
 
 // `axis` in [-rank, rank) as a dimension index; throws naming `op` otherwise.
 int normalize_axis(int64_t axis, size_t rank, const char* op);

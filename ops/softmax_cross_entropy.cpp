@@ -22,7 +22,7 @@
 // The logits' bytes (N x C: on the 2x512 LSTM with 5000 classes over 64 steps, 41 MB) are what a
 // separate fully_connected and softmax_cross_entropy keep for backward, or recompute when a
 // mirror plan drops them; this op keeps dx, dw and db instead (the input's and the weight's size).
-// No CUDA kernel: CPU only (docs/MODELS.md "The fused head").
+// CUDA: cuda/ops_fully_connected.cpp (the same steps, cuBLAS for the products).
 #include "ops/common.h"
 #include "ops/fully_connected.h"
 
@@ -300,7 +300,6 @@ MNEMO_REGISTER_OPS(softmax_cross_entropy) {
       const int64_t rows = in[0].shape[0], classes = in[1].shape[0];
       return static_cast<size_t>(chunk_rows(rows, classes) * classes + rows) * dtype_size(in[0].dtype);
     };
-    d.backends.cuda = false;
     d.cpu = linear_loss_cpu;
     d.sample = OpSample{{}, {x, w, bias, labels}, 5};
     registry.add(std::move(d));
@@ -315,7 +314,6 @@ MNEMO_REGISTER_OPS(softmax_cross_entropy) {
     d.cost = [](const void*, std::span<const TensorType> in, std::span<const TensorType> out) {
       return Cost{static_cast<double>(in[0].numel() + in[1].numel() + in[2].numel()), io_bytes(in, out)};
     };
-    d.backends.cuda = false;
     d.cpu = linear_grad_cpu;
     d.sample = OpSample{{}, {x, w, bias, scalar}, 5};
     registry.add(std::move(d));

@@ -59,10 +59,13 @@ case $part in
     run cli-mlp-reduce-one-rank 60 $mnemo train "$out/reduce1.yaml" --device cuda --steps 50 --memory sublinear
     ;;
   bench)
-    # The fused LSTM cell's CUDA kernel (beside the unfused cell); the reduction path's overhead with
-    # NCCL over one rank.
-    for model in bench-lstm-2x512-fused bench-lstm-2x512; do
+    # The fused LSTM cell's and the fused head's CUDA kernels (beside the unfused ones); the head in
+    # `share` and `sublinear` (the recompute it saves).
+    for model in bench-lstm-2x512-fused bench-lstm-2x512 bench-lstm-2x512-fused-head; do
       run "bench-$model-share" 100 $mnemo bench configs/$model.yaml --device cuda --memory share --steps 20 --warmup 3 --json
+    done
+    for model in bench-lstm-2x512 bench-lstm-2x512-fused-head; do
+      run "bench-$model-sublinear" 100 $mnemo bench configs/$model.yaml --device cuda --memory sublinear --steps 20 --warmup 3 --json
     done
     # Throughput and memory: mnemo (share) and PyTorch eager, strict float32 on both, same batch.
     for model in resnet50-imagenet lstm-paper; do

@@ -3,6 +3,7 @@
 // inputs and compared with the CPU ops: pooling and slice/concat/split bitwise, softmax
 // cross-entropy bitwise or within 1e-6 relative; the convolutions' launches along the batch. Needs no
 // GPU and no CUDA toolkit.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -358,6 +359,36 @@ TEST(CudaKernelsMath, SoftmaxCrossEntropyMatchesCpu) {
         expect_close(g, dz.as<float>()[i], "dlogits[" + std::to_string(i) + "]");
       }
     }
+}
+
+// linear_cross_entropy's device steps on the host: the logits (the CPU's fully_connected here; cuBLAS
+// on the device), each row's loss and gradient scaled by 1 / rows (lce_rows' functions), the loss
+// the row losses' scaled_total and db the gradient's column sums in row order: the CPU op's loss
+// and db (the chunks do not change either: db's sums and the losses run in row order).
+TEST(CudaKernelsMath, LinearCrossEntropyRowPassMatchesCpu) {
+  uint64_t seed = 700;
+  for (auto [rows, d, classes] : {std::array<int64_t, 3>{1, 3, 2}, {6, 4, 5}, {33, 8, 17}}) {
+    SCOPED_TRACE("x [" + std::to_string(rows) + "," + std::to_string(d) + "], " + std::to_string(classes) + " classes");
+    const Tensor x = uniform({rows, d}, ++seed), w = uniform({classes, d}, ++seed), b = uniform({classes}, ++seed);
+    const Tensor labels = labels_of(rows, classes, ++seed);
+    const Tensor z = std::move(run("fully_connected", {&x, &w, &b})[0]);
+    const std::vector<Tensor> cpu = run("linear_cross_entropy", {&x, &w, &b, &labels});
+    const float* zp = z.as<float>();
+    const int32_t* lp = labels.as<int32_t>();
+    const float scale = 1.0f / static_cast<float>(rows);
+    std::vector<float> row_losses(static_cast<size_t>(rows)), db(static_cast<size_t>(classes), 0.0f);
+    for (int64_t n = 0; n < rows; ++n) {
+      float m, s;
+      sce::row_max_sum(zp + n * classes, classes, m, s);
+      row_losses[n] = sce::row_loss_from(zp + n * classes, classes, lp[n], m, s);
+      for (int64_t j = 0; j < classes; ++j) db[j] += sce::grad_value(zp[n * classes + j], m, s, lp[n], j, classes, scale);
+    }
+    const float loss = sce::scaled_total(row_losses.data(), rows, scale);
+    EXPECT_LE(std::abs(loss - cpu[0].as<float>()[0]), 1e-5f * std::max(1.0f, std::abs(loss))) << loss << " vs " << cpu[0].as<float>()[0];
+    for (int64_t j = 0; j < classes; ++j) {
+      EXPECT_LE(std::abs(db[j] - cpu[3].as<float>()[j]), 1e-5f) << "db[" << j << "]";
+    }
+  }
 }
 
 TEST(CudaKernelsMath, SoftmaxCrossEntropyInvalidLabelIsNan) {

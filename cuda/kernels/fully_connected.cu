@@ -10,9 +10,9 @@ __global__ void bias_add_kernel(float* y, const float* b, int64_t total, int64_t
   MNEMO_GRID_LOOP(i, total) y[i] += b[i % M];
 }
 
-__global__ void bias_grad_kernel(const float* dy, float* db, int64_t N, int64_t M) {
+__global__ void bias_grad_kernel(const float* dy, float* db, int64_t N, int64_t M, bool accumulate) {
   MNEMO_GRID_LOOP(j, M) {
-    float s = 0.0f;
+    float s = accumulate ? db[j] : 0.0f;
     for (int64_t n = 0; n < N; ++n) s += dy[n * M + j];
     db[j] = s;
   }
@@ -27,9 +27,9 @@ void fc_bias_add(cudaStream_t stream, float* y, const float* b, int64_t N, int64
   MNEMO_CUDA_LAUNCHED();
 }
 
-void fc_bias_grad(cudaStream_t stream, const float* dy, float* db, int64_t N, int64_t M) {
+void fc_bias_grad(cudaStream_t stream, const float* dy, float* db, int64_t N, int64_t M, bool accumulate) {
   if (M <= 0) return;
-  bias_grad_kernel<<<blocks_for(M), kThreads, 0, stream>>>(dy, db, N, M);
+  bias_grad_kernel<<<blocks_for(M), kThreads, 0, stream>>>(dy, db, N, M, accumulate);
   MNEMO_CUDA_LAUNCHED();
 }
 

@@ -3,7 +3,8 @@
 // tree (deterministic; the sum's order differs from the CPU's serial loop, so results agree to
 // rounding). The loss of a row is sce::row_loss_from (softmax_cross_entropy_math.h); the mean over
 // rows is one thread's serial loop in row order. The gradient is the row pass into the workspace
-// and then one thread per element.
+// and then one thread per element. linear_cross_entropy's row pass (lce_rows) is the same two
+// kernels over a chunk of its logits, in place, with a fixed scale instead of dloss / rows.
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/softmax_cross_entropy.h"
 #include "cuda/kernels/softmax_cross_entropy_math.h"
@@ -61,7 +62,45 @@ __global__ void grad_kernel(const float* z, const int32_t* labels, const float* 
   }
 }
 
+__global__ void scaled_grad_kernel(float* z, const int32_t* labels, const float* stats, float scale, int64_t rows,
+                                   int64_t cols) {
+  MNEMO_GRID_LOOP(i, rows * cols) {
+    const int64_t n = i / cols, j = i - n * cols;
+    z[i] = sce::grad_value(z[i], stats[2 * n], stats[2 * n + 1], labels[n], j, cols, scale);
+  }
+}
+
+__global__ void scaled_total_kernel(const float* row_losses, float* loss, int64_t rows, float scale) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) loss[0] = sce::scaled_total(row_losses, rows, scale);
+}
+
+__global__ void scale_by_kernel(const float* x, const float* s, float* y, int64_t n) {
+  const float f = s[0];
+  MNEMO_GRID_LOOP(i, n) y[i] = x[i] * f;
+}
+
 }  // namespace
+
+void lce_rows(cudaStream_t stream, float* z, const int32_t* labels, float* row_losses, float* stats, int64_t rows,
+              int64_t cols, float scale) {
+  MNEMO_CHECK(rows >= 1 && cols >= 1 && row_losses && stats)
+      << "linear_cross_entropy: a chunk of [" << rows << "," << cols << "] logits needs row losses and statistics";
+  row_stats_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(z, labels, stats, row_losses, rows, cols);
+  MNEMO_CUDA_LAUNCHED();
+  scaled_grad_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(z, labels, stats, scale, rows, cols);
+  MNEMO_CUDA_LAUNCHED();
+}
+
+void lce_total(cudaStream_t stream, const float* row_losses, float* loss, int64_t rows, float scale) {
+  scaled_total_kernel<<<1, 1, 0, stream>>>(row_losses, loss, rows, scale);
+  MNEMO_CUDA_LAUNCHED();
+}
+
+void scale_by(cudaStream_t stream, const float* x, const float* s, float* y, int64_t n) {
+  if (n <= 0) return;
+  scale_by_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, s, y, n);
+  MNEMO_CUDA_LAUNCHED();
+}
 
 void sce_loss(cudaStream_t stream, const float* z, const int32_t* labels, float* loss, int64_t rows, int64_t cols,
               float* workspace) {

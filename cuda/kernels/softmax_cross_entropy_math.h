@@ -44,6 +44,14 @@ MNEMO_HD inline float mean_loss(const float* row_losses, int64_t rows) {
   return total / static_cast<float>(rows);
 }
 
+// linear_cross_entropy's loss: the row losses summed from 0 in row order, times scale (1 / rows:
+// the CPU op's total * scale).
+MNEMO_HD inline float scaled_total(const float* row_losses, int64_t rows, float scale) {
+  float total = 0.0f;
+  for (int64_t n = 0; n < rows; ++n) total += row_losses[n];
+  return total * scale;
+}
+
 // dloss / N: the factor of every gradient element.
 MNEMO_HD inline float grad_scale(float dloss, int64_t rows) { return dloss / static_cast<float>(rows); }
 

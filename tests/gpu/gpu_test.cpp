@@ -399,6 +399,11 @@ const char* kLstm =
     "model: {type: lstm, layers: 2, hidden: 32, per_step: true}\n"
     "data: {source: synthetic-seq, shape: [12, 16], classes: 20, batch: 8}\n"
     "train: {steps: 1, seed: 5}\n";
+// The same LSTM with the fused head (one linear_cross_entropy node, model.head: fused).
+const char* kLstmFused =
+    "model: {type: lstm, layers: 2, hidden: 32, per_step: true, head: fused}\n"
+    "data: {source: synthetic-seq, shape: [12, 16], classes: 20, batch: 8}\n"
+    "train: {steps: 1, seed: 5}\n";
 
 // Every memory mode and a budget between `share` and the least total (on the test ResNet, a
 // filled member with drop-bn-relu's nodes dropped is chosen; the LSTM's recomputes 18%).
@@ -410,7 +415,7 @@ std::vector<std::string> modes_for(const char* cfg) {
 
 TEST(GpuModes, LossAndGradientsBitwiseIdenticalAcrossModes) {
   MNEMO_REQUIRE_GPU();
-  for (const char* cfg : {kResnet, kLstm}) {
+  for (const char* cfg : {kResnet, kLstm, kLstmFused}) {
     const StepResult ref = gpu_step(cfg, "share");
     for (const std::string& mode : modes_for(cfg)) {
       const StepResult r = gpu_step(cfg, mode);
@@ -419,6 +424,16 @@ TEST(GpuModes, LossAndGradientsBitwiseIdenticalAcrossModes) {
       for (size_t k = 0; k < r.grads.size(); ++k) EXPECT_TRUE(bitwise_equal(r.grads[k], ref.grads[k])) << mode << " grad " << k;
     }
   }
+}
+
+// The fused head on the GPU (linear_cross_entropy's and stack_rows' kernels in a whole step) gives
+// the per-step classifiers' loss and gradients to rounding: the same parameters and batch.
+TEST(GpuFusedHead, MatchesThePerStepClassifiers) {
+  MNEMO_REQUIRE_GPU();
+  const StepResult per_step = gpu_step(kLstm, "share"), fused = gpu_step(kLstmFused, "share");
+  EXPECT_LE(max_rel_diff(per_step.loss, fused.loss), 1e-5);
+  ASSERT_EQ(per_step.grads.size(), fused.grads.size());
+  for (size_t k = 0; k < fused.grads.size(); ++k) EXPECT_LE(norm_rel_diff(fused.grads[k], per_step.grads[k]), 1e-4) << "grad " << k;
 }
 
 // The step replayed from a CUDA graph computes the same bits as launching node by node.

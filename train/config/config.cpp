@@ -552,9 +552,6 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       l.batch = batch;
       l.classes = ds.classes;
       l.training = training;
-      MNEMO_CHECK(!l.fused_head || c.device.rfind("cuda", 0) != 0)
-          << "model.head: fused (linear_cross_entropy) has no CUDA kernel; device " << c.device
-          << " runs the per-step classifiers: use head: ops";
       MNEMO_CHECK(l.per_step == ds.per_step_labels || c.data.source == "synthetic-seq")
           << "model.per_step is " << (l.per_step ? "true" : "false") << " but data.source " << c.data.source
           << (ds.per_step_labels ? " labels every step" : " labels whole sequences");
