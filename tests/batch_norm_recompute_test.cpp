@@ -139,5 +139,25 @@ TEST(BatchNormRecompute, MirrorsRunItAndThePlannersCountItsCost) {
   EXPECT_GT(bounds, 0);  // (not vacuous: some bounds are above 0)
 }
 
+// recompute_outputs (core/graph.h): a recomputed copy's outputs are its op's unsaved ones, and an
+// op that recomputes as another must list its saved outputs last (the copy's outputs are then its
+// first ones, which its readers index): an op declaring an earlier output saved is refused. The
+// ops are local (not registered: the registry-wide tests would run them).
+TEST(BatchNormRecompute, SavedOutputsMustBeTheLast) {
+  const TensorType a{DType::f32, {2, 3}}, s{DType::f32, {3}};
+  OpDef last, first;
+  last.name = "saved_last", last.saved_outputs = {1, 2};
+  first.name = "saved_first", first.saved_outputs = {0, 2};
+  Node n;
+  n.op = &last, n.outputs = {a, s, s};
+  const std::vector<TensorType> out = recompute_outputs(n);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], a);
+  n.op = &first;
+  const std::string e = error_of([&] { recompute_outputs(n); });
+  EXPECT_NE(e.find("saved_first"), std::string::npos) << e;
+  EXPECT_NE(e.find("saved output 0 is not among its last"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace mnemo::test
