@@ -279,5 +279,60 @@ TEST(NonFinite, AFailedStepKeepsTheRunningStatistics) {
   EXPECT_GT(stats, 4) << "the model has running statistics";
 }
 
+// The running statistics: the training step never reads them, so a non-finite one in --init or a
+// checkpoint is refused at load, naming the file, the tensor and the element (before, evaluation
+// printed a test loss of nan, exit 0, and the checkpoint kept the NaN); and a test loss that is not
+// finite (here from a running mean of -3e38, finite, which evaluation's normalisation overflows)
+// ends the run with an error.
+TEST(NonFinite, RunningStatisticsAreCheckedAtLoadAndEvaluationLossMustBeFinite) {
+  TempDir d;
+  const std::string cfg = d.file("r.yaml",
+                                 "model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                                 "data: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 8, eval_size: 4}\n"
+                                 "train: {steps: 1}\n");
+  auto train = [&](TrainOptions o) {
+    o.config = cfg;
+    ::testing::internal::CaptureStdout();
+    const std::string e = error_of([&] { run_train(o); });
+    ::testing::internal::GetCapturedStdout();
+    return e;
+  };
+  // Rewrites `path` with element 0 of `name` set to `value` (checksums made anew, metadata kept).
+  auto edit = [&](const std::string& path, const std::string& name, float value) {
+    TensorFile f = read_safetensors(path);
+    f.tensors.at(name).as<float>()[0] = value;
+    std::vector<std::pair<std::string, TensorView>> ts;
+    for (auto& [n, t] : f.tensors) ts.push_back({n, t.view()});
+    write_safetensors(path, ts, f.metadata);
+  };
+  TrainOptions init;
+  init.save_init = d.file("init.safetensors");
+  ASSERT_EQ(train(init), "(no error)");
+  edit(init.save_init, "stem/bn/running_mean", NAN);
+  TrainOptions from;
+  from.init = init.save_init;
+  from.checkpoint = d.file("final.safetensors");
+  std::string e = train(from);
+  EXPECT_NE(e.find("--init " + init.save_init + ": 'stem/bn/running_mean' element 0 = nan: running statistics must be finite"),
+            std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(from.checkpoint));
+  // A checkpoint: made by a good run, then edited.
+  TrainOptions good;
+  good.checkpoint = d.file("good.safetensors");
+  good.eval = false;
+  ASSERT_EQ(train(good), "(no error)");
+  edit(good.checkpoint, "param/stem/bn/running_var", INFINITY);
+  TrainOptions resume;
+  resume.resume = good.checkpoint;
+  e = train(resume);
+  EXPECT_NE(e.find("checkpoint " + good.checkpoint + ": 'param/stem/bn/running_var' element 0 = inf"), std::string::npos) << e;
+  // A finite running mean that evaluation's normalisation overflows.
+  ASSERT_EQ(train(init), "(no error)");
+  edit(init.save_init, "stem/bn/running_mean", -3e38f);
+  from.eval = true;
+  e = train(from);
+  EXPECT_NE(e.find("evaluation after step 1: the test loss is nan"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace mnemo::test

@@ -133,7 +133,7 @@ namespace mnemo::test {
 
 Tensor clone(const TensorView& v) {
   Tensor c(v.type);
-  std::memcpy(c.data(), v.data, v.bytes());
+  if (v.bytes()) std::memcpy(c.data(), v.data, v.bytes());  // (an empty view may have no data)
   return c;
 }
 Tensor clone(const Tensor& t) { return clone(t.view()); }

@@ -82,6 +82,7 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
   s.step = meta_int(f, path, "step");
   s.data_position = meta_int(f, path, "data_position");
   s.seed = static_cast<uint64_t>(meta_int(f, path, "seed"));
+  check_state_finite(params.specs(), f.tensors, "checkpoint " + path, "param/");  // (before anything is restored)
   for (auto& [dst, src] : copies) std::memcpy(dst->data(), src->data(), dst->bytes());
   return s;
 }

@@ -1,6 +1,7 @@
 // Parameter initialisation and binding.
 #include "train/session/param_store.h"
 
+#include <cmath>
 #include <random>
 
 namespace mnemo {
@@ -48,6 +49,19 @@ int64_t ParamStore::bytes() const {
   int64_t b = 0;
   for (const auto& [name, t] : values_) b += static_cast<int64_t>(t.bytes());
   return b;
+}
+
+void check_state_finite(const std::vector<ParamSpec>& specs, const std::map<std::string, Tensor>& values, const std::string& what,
+                        const std::string& prefix) {
+  for (const ParamSpec& s : specs) {
+    if (s.trainable) continue;
+    auto it = values.find(prefix + s.name);
+    if (it == values.end() || it->second.dtype() != DType::f32) continue;
+    const float* v = it->second.as<float>();
+    for (int64_t i = 0; i < it->second.numel(); ++i)
+      MNEMO_CHECK(std::isfinite(v[i])) << what << ": '" << prefix + s.name << "' element " << i << " = " << v[i]
+                                       << ": running statistics must be finite (evaluation normalises with them)";
+  }
 }
 
 }  // namespace mnemo

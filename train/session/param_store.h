@@ -27,4 +27,12 @@ class ParamStore {
   std::map<std::string, Tensor> values_;
 };
 
+// Throws naming `what` (the file, e.g. "--init W.safetensors"), the tensor and the element when a
+// non-trainable parameter of `specs` (running statistics) in `values` holds a non-finite value: the
+// training step never reads them (its checks name a non-finite weight at step 1), so they would
+// reach evaluation and the checkpoints unnoticed. `values`: prefix + name -> tensor (only float32
+// checked).
+void check_state_finite(const std::vector<ParamSpec>& specs, const std::map<std::string, Tensor>& values, const std::string& what,
+                        const std::string& prefix = "");
+
 }  // namespace mnemo

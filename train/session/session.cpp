@@ -163,6 +163,7 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
   }
   MNEMO_CHECK(w.tensors.size() == params.specs().size()) << what << " " << path << " holds " << w.tensors.size()
                                                          << " tensors, the model has " << params.specs().size() << " parameters";
+  check_state_finite(params.specs(), w.tensors, std::string(what) + " " + path);
   for (const ParamSpec& s : params.specs()) {
     const Tensor& t = w.tensors.at(s.name);
     std::memcpy(params.at(s.name).data(), t.data(), t.bytes());
@@ -313,6 +314,11 @@ Evaluator::Result Trainer::evaluate() {
     evaluator_ = std::make_unique<Evaluator>(c_, ds_, *device_, step_->params(), step_->executor(), !opt_.eager);
   Evaluator::Result er = evaluator_->run(*test_);
   device_peak_ = std::max(device_peak_, device_->memory_in_use());
+  // The training step's checks cover its loss and gradients, not what only evaluation reads.
+  MNEMO_CHECK(std::isfinite(er.loss)) << "evaluation after step " << state_.step << ": the test loss is "
+                                      << (std::isnan(er.loss) ? "nan" : er.loss > 0 ? "inf" : "-inf") << " (accuracy "
+                                      << 100 * er.accuracy << "% on " << er.examples
+                                      << " examples): a weight or a running statistic is not finite";
   return er;
 }
 
