@@ -157,5 +157,21 @@ b = b[:i] + (b'X' if b[i:i + 1] != b'X' else b'Y') + b[i + 1:]
 open(p, 'wb').write(b)
 PY
 expect resume-signature 1 "metadata 'model_signature' does not match its tensors and this model" -- "$mnemo" train "$cfg" --steps 2 --no-eval --resume "$tmp/ck.safetensors"
+# No output is written over an input or another output (each was written, destroying the model,
+# the weights or the config): the file is left as it was.
+cp "$onnx/small.onnx" "$tmp/keep.onnx"
+expect import-over-model 1 "-o '$tmp/keep.onnx' is the same file as the ONNX model" -- "$mnemo" import "$tmp/keep.onnx" -o "$tmp/keep.onnx"
+expect import-weights-over-config 1 "-o '$tmp/same.yaml' is the same file as --weights" -- "$mnemo" import "$tmp/keep.onnx" -o "$tmp/same.yaml" --weights "$tmp/./same.yaml"
+cmp -s "$onnx/small.onnx" "$tmp/keep.onnx"
+verdict import-model-kept $? "the ONNX model changed"
+cp "$cfg" "$tmp/mine.yaml"
+expect save-init-over-config 1 "--save-init '$tmp/mine.yaml' is the same file as the config" -- "$mnemo" train "$tmp/mine.yaml" --save-init "$tmp/mine.yaml"
+expect checkpoint-over-init 1 "--checkpoint '$tmp/small.safetensors' is the same file as --init" -- "$mnemo" train "$tmp/small.yaml" --init "$tmp/small.safetensors" --steps 1 --no-eval --checkpoint "$tmp/small.safetensors"
+expect grad-over-weights 1 "--out '$tmp/small.safetensors' is the same file as --weights" -- "$mnemo" grad "$tmp/small.yaml" --weights "$tmp/small.safetensors" --batch "$tmp/small.safetensors" --out "$tmp/small.safetensors"
+cmp -s "$cfg" "$tmp/mine.yaml"
+verdict config-kept $? "the config changed"
+# Resuming from --checkpoint's own file is a continuation: allowed.
+expect save-ckpt2 0 'trained 1 step' -- "$mnemo" train "$cfg" --steps 1 --no-eval --checkpoint "$tmp/ck2.safetensors"
+expect resume-into-itself 0 'trained 1 step' -- "$mnemo" train "$cfg" --steps 2 --no-eval --resume "$tmp/ck2.safetensors" --checkpoint "$tmp/ck2.safetensors"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

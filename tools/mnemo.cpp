@@ -79,8 +79,11 @@ int run_import(const std::string& model, const std::string& out, std::string wei
   // Build the imported model before writing anything: a config mnemo cannot build is never written.
   const mnemo::Config c = mnemo::parse_config(imp.yaml, out);
   const mnemo::Pipeline p = mnemo::build_pipeline(c, mnemo::static_data_shape(c), c.data.batch);
+  if (!imp.weights.empty() && weights.empty())
+    weights = (out.size() > 5 && out.ends_with(".yaml") ? out.substr(0, out.size() - 5) : out) + ".safetensors";
+  mnemo::check_not_the_same_file(out, "-o", {{"the ONNX model", model}, {"--weights", imp.weights.empty() ? "" : weights}});
+  if (!imp.weights.empty()) mnemo::check_not_the_same_file(weights, "--weights", {{"the ONNX model", model}});
   if (!imp.weights.empty()) {
-    if (weights.empty()) weights = (out.size() > 5 && out.ends_with(".yaml") ? out.substr(0, out.size() - 5) : out) + ".safetensors";
     std::vector<std::pair<std::string, mnemo::TensorView>> views;
     for (const auto& [name, t] : imp.weights) views.push_back({name, t.view()});
     mnemo::write_safetensors(weights, views, {{"format", "mnemo-weights-1"}, {"source", model}});

@@ -64,6 +64,20 @@ std::string writable_target(const std::string& path, const std::string& what) {
   return target.string();
 }
 
+void check_not_the_same_file(const std::string& out, const std::string& out_what,
+                             const std::vector<std::pair<std::string, std::string>>& others) {
+  namespace fs = std::filesystem;
+  if (out.empty()) return;
+  for (const auto& [what, path] : others) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    bool same = fs::exists(out, ec) && fs::exists(path, ec) && fs::equivalent(out, path, ec);
+    if (!same && !ec) same = fs::weakly_canonical(fs::absolute(out), ec) == fs::weakly_canonical(fs::absolute(path), ec);
+    MNEMO_CHECK(!same) << out_what << " '" << out << "' is the same file as " << what << " '" << path
+                       << "': writing it would replace that file; give another path";
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& what) {
   const std::string target = writable_target(path, what);
   const std::string tmp = target + ".tmp." + std::to_string(::getpid());

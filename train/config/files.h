@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mnemo {
 
@@ -18,6 +20,14 @@ std::string read_small_file(const std::string& path, const std::string& what, in
 // the write into our files); a target that exists must be a regular file (a device, FIFO or
 // directory is refused, never replaced). Errors start with `what`.
 std::string writable_target(const std::string& path, const std::string& what);
+
+// Throws when `out` (a file about to be written, named by `out_what`, e.g. "--save-init") is the
+// same file as one of `others` ((what, path) pairs: the config read, the weights read, the other
+// outputs; empty paths skipped): writing it would destroy that file, or one output would overwrite
+// another. Files that exist are compared as files (links, `./` and `..` see through); others by
+// their absolute normal form.
+void check_not_the_same_file(const std::string& out, const std::string& out_what,
+                             const std::vector<std::pair<std::string, std::string>>& others);
 
 // Writes `bytes` to `path` (its writable_target) atomically: a temporary file beside it, fsynced,
 // then renamed over it; on failure the file that was there is unchanged and the error starts with

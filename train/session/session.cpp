@@ -536,6 +536,14 @@ DataShape data_shape_of(const Config& c, const DataSource& src) {
 
 int run_train(const TrainOptions& opt) {
   Config c = load_config(opt.config);
+  // No output may be an input or another output (a typo'd path would destroy the config or the
+  // weights). Resuming from --checkpoint's own file is allowed: the run continues and replaces it.
+  const std::vector<std::pair<std::string, std::string>> read{{"the config", opt.config}, {"--init", opt.init}};
+  const std::string in_dir = c.checkpoint.dir.empty() ? "" : c.checkpoint.dir + "/checkpoint.safetensors";
+  check_not_the_same_file(opt.save_init, "--save-init", {read[0], read[1], {"--resume", opt.resume}});
+  check_not_the_same_file(opt.checkpoint, "--checkpoint", {read[0], read[1], {"train.metrics", c.run.metrics}});
+  check_not_the_same_file(in_dir, c.file + ": checkpoint.dir's checkpoint", {read[0], read[1], {"train.metrics", c.run.metrics}});
+  check_not_the_same_file(c.run.metrics, c.file + ": train.metrics", {read[0], read[1], {"--resume", opt.resume}});
   if (!opt.memory.empty()) c.memory = opt.memory;
   if (!opt.order.empty()) c.order = opt.order;
   if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
@@ -596,6 +604,7 @@ int run_train(const TrainOptions& opt) {
 
 int run_grad(const GradOptions& opt) {
   Config c = load_config(opt.config);
+  check_not_the_same_file(opt.out, "--out", {{"the config", opt.config}, {"--weights", opt.weights}, {"--batch", opt.batch}});
   if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   TensorFile batch = read_safetensors(opt.batch);
   for (const char* k : {"data", "labels"})
