@@ -173,5 +173,17 @@ verdict config-kept $? "the config changed"
 # Resuming from --checkpoint's own file is a continuation: allowed.
 expect save-ckpt2 0 'trained 1 step' -- "$mnemo" train "$cfg" --steps 1 --no-eval --checkpoint "$tmp/ck2.safetensors"
 expect resume-into-itself 0 'trained 1 step' -- "$mnemo" train "$cfg" --steps 2 --no-eval --resume "$tmp/ck2.safetensors" --checkpoint "$tmp/ck2.safetensors"
+# A curve run that fails leaves the last good curve as it was (its CSV was truncated first), and
+# its error names the value; one value gives no slope (nan was written, exit 0); no value twice.
+r20=$src/configs/resnet20-fashion-mnist.yaml
+expect curve-good 0 'log-log slopes' -- "$mnemo" curve "$r20" --vary depth --values 8,14 --memory share --device host --out "$tmp/cv" --no-plot
+cp "$tmp/cv/curve.csv" "$tmp/cv-before.csv"
+expect curve-bad-value 1 '--vary depth --values 9: .*6n\+2' -- "$mnemo" curve "$r20" --vary depth --values 8,9 --memory share --device host --out "$tmp/cv" --no-plot
+cmp -s "$tmp/cv/curve.csv" "$tmp/cv-before.csv"
+verdict curve-kept $? "curve.csv changed by a failed run"
+expect curve-one-value 0 'need two values or more' -- "$mnemo" curve "$r20" --vary depth --values 8 --memory share --device host --out "$tmp/cv1" --no-plot
+grep -qx 'share,,' "$tmp/cv1/slopes.csv" && ! grep -q nan "$tmp/cv1/slopes.csv"
+verdict curve-one-value-slopes $? "$(cat "$tmp/cv1/slopes.csv")"
+expect curve-twice 1 '--values: 8 is given twice' -- "$mnemo" curve "$r20" --vary depth --values 8,8 --memory share --device host --out "$tmp/cv2" --no-plot
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

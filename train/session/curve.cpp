@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 
+#include "train/config/files.h"
 #include "train/session/device_state.h"
 #include "train/session/pipeline.h"
 
@@ -129,11 +132,12 @@ int run_budget_curve(const CurveOptions& opt) {
   std::printf("%s: share's total %s, the least feasible budget %s; %zu budgets\n", c.file.c_str(), format_bytes(share).c_str(),
               format_bytes(least).c_str(), budgets.size());
   std::filesystem::create_directories(opt.out);
+  // Every file is made in memory and written when the curve is done, each atomically: a run that
+  // fails leaves the last good curve as it was.
   const std::string csv_path = opt.out + "/curve.csv";
-  std::ofstream csv(csv_path);
-  MNEMO_CHECK(csv) << "cannot write " << csv_path;
+  std::ostringstream csv, line;
   csv << kCsvHeader;
-  std::ofstream line(opt.out + "/budget.dat");
+  std::map<std::string, std::string> dat;  // mode -> its point
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0;
   for (int64_t b : budgets) {
@@ -153,19 +157,22 @@ int run_budget_curve(const CurveOptions& opt) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fflush(stdout);
   }
-  line.close();
   for (const std::string& m : opt.modes) {
     const MirrorResult mr = plan_pipeline(c, p, m, device.get());
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, 0, p.model.layers, m, r);
-    std::ofstream d(opt.out + "/" + m + ".dat");
+    std::ostringstream d;
     d << r.total_bytes / 1073741824.0 << ' ' << 100 * recompute_cost_overhead(r) << '\n';
+    dat[m] = d.str();
     std::printf("%-13s total %10s, recompute %5.1f%% (cost %5.1f%%)\n", m.c_str(), format_bytes(r.total_bytes).c_str(), 100 * recompute_overhead(r),
                 100 * recompute_cost_overhead(r));
   }
+  write_file_atomically(csv_path, csv.str(), "curve file");
   std::printf("wrote %s\n", csv_path.c_str());
   if (!opt.plot) return 0;
-  std::ofstream gp(opt.out + "/plot.gp");
+  write_file_atomically(opt.out + "/budget.dat", line.str(), "curve file");
+  for (const auto& [m, text] : dat) write_file_atomically(opt.out + "/" + m + ".dat", text, "curve file");
+  std::ostringstream gp;
   gp << "set terminal pngcairo size 900,600 noenhanced\nset output " << gp_quote(opt.out + "/tradeoff.png") << "\n"
      << "set grid\nset key top right\nset xlabel 'total bytes of the step (GiB, exact plan)'\n"
      << "set ylabel 'recompute cost (% of the plain step: FLOPs or bytes moved x " << top.planned.report.balance << " per op)'\n"
@@ -174,7 +181,7 @@ int run_budget_curve(const CurveOptions& opt) {
   for (const std::string& m : opt.modes)
     gp << ", " << gp_quote(opt.out + "/" + m + ".dat") << " using 1:2 with points pt 7 ps 2 title " << gp_quote(m);
   gp << "\n";
-  gp.close();
+  write_file_atomically(opt.out + "/plot.gp", gp.str(), "curve file");
   if (!run_gnuplot(opt.out)) return 1;
   std::printf("plot: %s/tradeoff.png\n", opt.out.c_str());
   return 0;
@@ -194,10 +201,23 @@ int run_curve(const CurveOptions& opt) {
   Config base = base_config(opt.model);
   if (!opt.device.empty()) base.device = opt.device;  // (the model's layout depends on it)
   const std::unique_ptr<Device> device = open_device(opt.device);
+  // Every value's model first (an error names the value, not only the config's key it sets), and
+  // no value twice.
+  std::set<int64_t> seen;
+  for (int64_t v : opt.values) {
+    MNEMO_CHECK(seen.insert(v).second) << "--values: " << v << " is given twice";
+    try {
+      const Config c = with_value(base, opt.vary, v);
+      (void)build_pipeline(c, static_data_shape(c), c.data.batch);
+    } catch (const Error& e) {
+      throw Error("--vary " + opt.vary + " --values " + std::to_string(v) + ": " + e.what());
+    }
+  }
   std::filesystem::create_directories(opt.out);
+  // Every file is made in memory and written when the curve is done, each atomically: a run that
+  // fails leaves the last good curve as it was.
   const std::string csv_path = opt.out + "/curve.csv";
-  std::ofstream csv(csv_path);
-  MNEMO_CHECK(csv) << "cannot write " << csv_path;
+  std::ostringstream csv;
   csv << kCsvHeader;
   std::map<std::string, std::vector<std::pair<double, double>>> fm, total;
   const size_t jobs = opt.values.size() * opt.modes.size();
@@ -222,23 +242,33 @@ int run_curve(const CurveOptions& opt) {
       std::fflush(stdout);
     }
   }
-  std::ofstream sl(opt.out + "/slopes.csv");
+  // Slopes need two values (a fit through one point is no slope: its fields are left empty).
+  std::ostringstream sl;
   sl << "mode,feature_map_slope,total_slope\n";
-  std::printf("log-log slopes (memory ~ %s^slope):\n", opt.vary.c_str());
+  const bool sloped = opt.values.size() >= 2;
+  if (sloped) std::printf("log-log slopes (memory ~ %s^slope):\n", opt.vary.c_str());
+  else std::printf("log-log slopes: need two values or more, one given (slopes.csv has empty fields)\n");
   for (const std::string& m : opt.modes) {
+    if (!sloped) {
+      sl << m << ",,\n";
+      continue;
+    }
     sl << m << ',' << slope(fm[m]) << ',' << slope(total[m]) << '\n';
     std::printf("  %-13s feature maps %.3f, total %.3f\n", m.c_str(), slope(fm[m]), slope(total[m]));
   }
+  write_file_atomically(csv_path, csv.str(), "curve file");
+  write_file_atomically(opt.out + "/slopes.csv", sl.str(), "curve file");
   std::printf("wrote %s and %s/slopes.csv\n", csv_path.c_str(), opt.out.c_str());
   if (!opt.plot) return 0;
   // One data file per mode, one gnuplot script for the two plots.
   for (const std::string& m : opt.modes) {
-    std::ofstream d(opt.out + "/" + m + ".dat");
+    std::ostringstream d;
     for (size_t i = 0; i < fm[m].size(); ++i)
       d << fm[m][i].first << ' ' << fm[m][i].second / 1073741824.0 << ' ' << total[m][i].second / 1073741824.0 << '\n';
+    write_file_atomically(opt.out + "/" + m + ".dat", d.str(), "curve file");
   }
   const std::string xlabel = opt.vary == "depth" ? "layers" : opt.vary == "seq" ? "sequence length" : "batch size";
-  std::ofstream gp(opt.out + "/plot.gp");
+  std::ostringstream gp;
   for (const auto& [file, col, title] : {std::tuple<std::string, int, std::string>{"feature_map.png", 2, "feature map memory (static plan)"},
                                          {"total.png", 3, "total memory of one training step"}}) {
     gp << "set terminal pngcairo size 900,600 noenhanced\nset output " << gp_quote(opt.out + "/" + file) << "\n"
@@ -249,7 +279,7 @@ int run_curve(const CurveOptions& opt) {
          << " with linespoints lw 2 title " << gp_quote(opt.modes[i]);
     gp << "\n";
   }
-  gp.close();
+  write_file_atomically(opt.out + "/plot.gp", gp.str(), "curve file");
   if (!run_gnuplot(opt.out)) return 1;
   std::printf("plots: %s/feature_map.png, %s/total.png\n", opt.out.c_str(), opt.out.c_str());
   return 0;
