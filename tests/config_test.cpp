@@ -233,6 +233,16 @@ TEST(Config, GenericGraphErrorsNameTheNode) {
   EXPECT_NE(error_of(bad).find("model.loss 'sum' must be a float scalar (a loss node's output), got float32["), std::string::npos)
       << error_of(bad);
   EXPECT_NE(error_of(bad).find("t.yaml:"), std::string::npos) << error_of(bad);
+  // data.classes other than the logits' width (it failed at run time only when a label fell
+  // outside the logits, and trained on a subset of them silently when smaller).
+  for (const char* classes : {"classes: 4", "classes: 7"}) {
+    bad = g;
+    bad.replace(bad.find("classes: 5"), 10, classes);
+    EXPECT_NE(error_of(bad).find("model.logits 'logits' is float32[32,5]: 5 classes in its last dimension, but the data has " +
+                                 std::string(classes + 9)),
+              std::string::npos)
+        << error_of(bad);
+  }
 }
 
 // Mutations of valid configs (byte flips, deletions, duplicated lines, swapped values): loading

@@ -568,12 +568,20 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       return build_zoo_model(z);
     }
     MNEMO_CHECK(batch == c.data.batch || training) << "a generic graph evaluates at its training batch only";
-    if (batch == c.data.batch) return build_graph_model(c.graph, training);
     // One rank's share of a data-parallel batch: `data` and `labels` start with the rank's batch
     // (every other shape is inferred from them; an attribute naming the batch fails inference).
     Config share = c;
-    set_batch(share, batch);
-    return build_graph_model(share.graph, training);
+    if (batch != c.data.batch) set_batch(share, batch);
+    BuiltModel m = build_graph_model(share.graph, training);
+    // The logits' width is the data's class count: labels index it (a mismatch failed at run time
+    // only when a label fell outside, or trained on a subset of the classes silently).
+    if (m.logits.node >= 0) {
+      const TensorType& t = m.builder.graph().type(m.logits);
+      MNEMO_CHECK(!t.shape.empty() && t.shape.back() == ds.classes)
+          << "model.logits '" << c.graph.logits << "' is " << t.str() << ": " << (t.shape.empty() ? 0 : t.shape.back())
+          << " classes in its last dimension, but the data has " << ds.classes << " (data.classes or the dataset's)";
+    }
+    return m;
   } catch (const Error& e) {
     throw Error(where() + e.what());
   }
