@@ -245,6 +245,34 @@ TEST(Config, GenericGraphErrorsNameTheNode) {
   }
 }
 
+// A key given where it does not apply is refused, naming it and where it applies (each was read
+// and ignored: milestones without type: step kept lr constant, fashion-mnist with size: 100 trained
+// on 60000 examples, checkpoint.every without a dir wrote nothing).
+TEST(Config, KeysThatDoNotApplyAreRefused) {
+  const std::string model = "model: {type: resnet, depth: 8, width: 4}\n";
+  const std::string data = "data: {source: synthetic, shape: [3, 8, 8], batch: 2}\n";
+  const std::string train = "train: {steps: 1}\n";
+  EXPECT_EQ(error_of(model + data + train + "schedule: {type: step, milestones: [1], gamma: 0.5}\n"), "");
+  const std::pair<std::string, std::string> cases[] = {
+      {model + data + train + "schedule: {milestones: [1], gamma: 0.1}\n",
+       "schedule.milestones: expected no milestones here: milestones applies to schedule.type step; the schedule is constant "
+       "(schedule.type's default), got a list"},
+      {model + data + train + "schedule: {type: cosine, gamma: 0.1}\n", "schedule.gamma: expected no gamma here"},
+      {model + data + train + "schedule: {type: step, milestones: [1], min_lr: 0.1}\n",
+       "schedule.min_lr: expected no min_lr here: min_lr applies to schedule.type cosine; the schedule is step"},
+      {model + "data: {source: fashion-mnist, batch: 2, size: 100}\n" + train,
+       "data.size: expected no size here: size describes synthetic data (data.source is fashion-mnist, whose files fix it)"},
+      {model + "data: {source: cifar10, path: /nonexistent, batch: 2, classes: 4}\n" + train, "data.classes: expected no classes here"},
+      {model + "data: {source: synthetic, shape: [3, 8, 8], batch: 2, path: /x}\n" + train, "data.path: expected no path here"},
+      {model + "data: {source: synthetic, shape: [3, 8, 8], batch: 2, steps: 7}\n" + train, "data.steps: expected no steps here"},
+      {model + data + train + "checkpoint: {every: 1}\n",
+       "checkpoint.every: expected no every here: checkpoints go to checkpoint.dir, which is not given"},
+      {model + "data: {source: synthetic, shape: [3, 8, 8], batch: 2, eval: false}\ntrain: {steps: 1, eval_every: 1}\n",
+       "train.eval_every: expected no eval_every here: data.eval is false"},
+  };
+  for (const auto& [yaml, want] : cases) EXPECT_NE(error_of(yaml).find(want), std::string::npos) << yaml << "\n" << error_of(yaml);
+}
+
 // Mutations of valid configs (byte flips, deletions, duplicated lines, swapped values): loading
 // and building either succeed or throw mnemo::Error; nothing else escapes and nothing crashes.
 TEST(Config, MutationFuzzOnlyEverThrowsMnemoErrors) {
