@@ -185,5 +185,10 @@ expect curve-one-value 0 'need two values or more' -- "$mnemo" curve "$r20" --va
 grep -qx 'share,,' "$tmp/cv1/slopes.csv" && ! grep -q nan "$tmp/cv1/slopes.csv"
 verdict curve-one-value-slopes $? "$(cat "$tmp/cv1/slopes.csv")"
 expect curve-twice 1 '--values: 8 is given twice' -- "$mnemo" curve "$r20" --vary depth --values 8,8 --memory share --device host --out "$tmp/cv2" --no-plot
+# Text: the test split is the file's last tenth (it was the training text); a test split smaller
+# than one batch is scored, its loss reported as not measured (it read 0.0000).
+python3 -c "print('the quick brown fox jumps over the lazy dog ' * 5)" >"$tmp/t.txt"
+printf 'model: {type: lstm, layers: 1, hidden: 8, per_step: true}\ndata: {source: text, path: %s, steps: 10, batch: 4}\ntrain: {steps: 2}\n' "$tmp/t.txt" >"$tmp/text.yaml"
+expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss not measured: no full batch of 4' -- "$mnemo" train "$tmp/text.yaml"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -222,6 +222,37 @@ TEST(Data, TextCharsWindowsAndErrors) {
   expect_error([&] { TextChars(d.file("none.txt"), 4); }, {d.file("none.txt")});
 }
 
+// data.source text: the file's last tenth of sequences (at least one) is the test split, the rest
+// the training one (both were the whole file: the test accuracy was the training text's); a file
+// of one sequence has no test split, an error naming the file.
+TEST(Data, TextSourceHoldsOutItsLastTenth) {
+  TempDir d;
+  std::vector<uint8_t> text;
+  for (int i = 0; i < 401; ++i) text.push_back(static_cast<uint8_t>("abcdefg "[(i * 7 + i / 3) % 8]));
+  write_raw(d.file("t.txt"), text);
+  const Config c = parse_config("model: {type: lstm, layers: 1, hidden: 4, per_step: true}\n"
+                                "data: {source: text, path: " + d.file("t.txt") + ", steps: 8, batch: 2}\ntrain: {steps: 1}\n",
+                                "t.yaml");
+  const TextChars all(d.file("t.txt"), 8);
+  ASSERT_EQ(all.size(), 50);
+  const auto train = make_source(c, Split::train), test = make_source(c, Split::test);
+  EXPECT_EQ(train->size(), 45);
+  EXPECT_EQ(test->size(), 5);
+  std::vector<float> x(8 * all.classes()), x2(x.size());
+  std::vector<int32_t> y(8), y2(8);
+  for (int64_t i = 0; i < 5; ++i) {
+    test->get(i, x.data(), y.data());
+    all.get(45 + i, x2.data(), y2.data());
+    EXPECT_EQ(x, x2) << i;
+    EXPECT_EQ(y, y2) << i;
+  }
+  write_raw(d.file("one.txt"), std::vector<uint8_t>(text.begin(), text.begin() + 9));
+  Config one = c;
+  one.data.path = d.file("one.txt");
+  EXPECT_EQ(make_source(one, Split::train)->size(), 1);
+  expect_error([&] { make_source(one, Split::test); }, {d.file("one.txt"), "no test split"});
+}
+
 TEST(Data, SyntheticSourcesAreSeededAndLearnable) {
   SyntheticSource img({2, 3, 3}, 4, 50, 7);
   SyntheticImages gen({2, 3, 3}, 4, 7);

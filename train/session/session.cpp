@@ -315,7 +315,7 @@ Evaluator::Result Trainer::evaluate() {
   Evaluator::Result er = evaluator_->run(*test_);
   device_peak_ = std::max(device_peak_, device_->memory_in_use());
   // The training step's checks cover its loss and gradients, not what only evaluation reads.
-  MNEMO_CHECK(std::isfinite(er.loss)) << "evaluation after step " << state_.step << ": the test loss is "
+  MNEMO_CHECK(!er.loss_batches || std::isfinite(er.loss)) << "evaluation after step " << state_.step << ": the test loss is "
                                       << (std::isnan(er.loss) ? "nan" : er.loss > 0 ? "inf" : "-inf") << " (accuracy "
                                       << 100 * er.accuracy << "% on " << er.examples
                                       << " examples): a weight or a running statistic is not finite";
@@ -468,8 +468,11 @@ int Trainer::run() {
   if (opt_.eval && c_.data.eval && rank_ == 0) {
     const auto te = Clock::now();
     const Evaluator::Result er = evaluate();
-    std::printf("test accuracy %.2f%% on %lld examples (test loss %.4f, %.1f s)\n", 100 * er.accuracy,
-                static_cast<long long>(er.examples), er.loss, seconds_since(te));
+    char loss[96];
+    if (er.loss_batches) std::snprintf(loss, sizeof loss, "test loss %.4f", er.loss);
+    else std::snprintf(loss, sizeof loss, "test loss not measured: no full batch of %lld", static_cast<long long>(evaluator_->batch()));
+    std::printf("test accuracy %.2f%% on %lld examples (%s, %.1f s)\n", 100 * er.accuracy, static_cast<long long>(er.examples), loss,
+                seconds_since(te));
     if (metrics_) metrics_->write({{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}});
   }
   print_report(ps.report, step_->executor().allocated_bytes(), "");
@@ -514,7 +517,16 @@ std::shared_ptr<const DataSource> make_source(const Config& c, Split split) {
   if (d.source == "fashion-mnist") return std::make_shared<FashionMnist>(d.path, split);
   if (d.source == "fashion-mnist-rows") return std::make_shared<FashionMnistRows>(d.path, split);
   if (d.source == "cifar10") return std::make_shared<Cifar10>(d.path, split);
-  if (d.source == "text") return std::make_shared<TextChars>(d.path, d.steps);
+  if (d.source == "text") {
+    // The last tenth of the file's sequences (at least one) is the test split, the rest the
+    // training one (the test accuracy was measured on the training text).
+    auto all = std::make_shared<TextChars>(d.path, d.steps);
+    const int64_t n = all->size(), test = n >= 2 ? std::max<int64_t>(1, n / 10) : 0;
+    if (split == Split::train) return std::make_shared<OffsetSource>(all, 0, n - test);
+    MNEMO_CHECK(test > 0) << c.file << ": data.path " << d.path << " holds one sequence of " << d.steps
+                          << " characters (data.steps), so there is no test split (set data.eval: false)";
+    return std::make_shared<OffsetSource>(all, n - test, test);
+  }
   const DataShape ds = static_data_shape(c);
   const int64_t all = d.size + d.eval_size;
   std::shared_ptr<const DataSource> gen;

@@ -2,6 +2,7 @@
 #include "train/session/step.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <sstream>
 
@@ -186,12 +187,14 @@ Evaluator::Evaluator(const Config& c, const DataShape& ds, Device& device, const
   params.bind(*ex_);
 }
 
+int64_t Evaluator::batch() const { return fg_.type({fg_.find(m_.data), 0}).shape[time_major(c_) ? 1 : 0]; }
+
 Evaluator::Result Evaluator::run(const DataSource& test) {
   int64_t correct = 0, scored = 0;
   double loss_sum = 0;
   int64_t batches = 0;
   const bool tm = time_major(c_);
-  const int64_t batch = fg_.type({fg_.find(m_.data), 0}).shape[tm ? 1 : 0];
+  const int64_t batch = this->batch();
   for_each_eval_batch(test, batch, tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
     const std::vector<TensorView> v = inputs_.put({&x, &y});
     ex_->bind(m_.data, v[0]);
@@ -200,7 +203,8 @@ Evaluator::Result Evaluator::run(const DataSource& test) {
     correct += count_correct(*ex_, m_, y, count, &scored);
     if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches;
   });
-  return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0, batches ? loss_sum / batches : 0.0, scored};
+  return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0,
+          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, batches};
 }
 
 }  // namespace mnemo

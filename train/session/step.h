@@ -94,11 +94,15 @@ class Evaluator {
   Evaluator(const Config& c, const DataShape& ds, Device& device, const DeviceParams& params, const Executor& lend,
             bool capture);
   struct Result {
-    double accuracy = 0, loss = 0;
-    int64_t examples = 0;
+    double accuracy = 0;
+    // The mean of the full batches' losses (a partial last batch is scored, but its loss would
+    // average in the padding rows): NaN when there is no full batch (loss_batches 0).
+    double loss = 0;
+    int64_t examples = 0, loss_batches = 0;
   };
   Result run(const DataSource& test);
   bool borrows_arena() const { return ex_->allocated_bytes() == 0; }
+  int64_t batch() const;  // the evaluation batch
 
  private:
   const Config& c_;
