@@ -128,6 +128,8 @@ struct OpTraits {
   bool reduction = false;        // reduces over an axis (pooling, global pooling, losses, sums)
   bool updates_state = false;    // writes persistent state through `updates` (the optimiser): never
                                  // recomputed, and skipped when a step is replayed for diagnosis
+  bool step_machinery = false;   // inserted by the training step's passes (the gradients' all-reduce,
+                                 // the loss check): a model graph cannot use it
 };
 
 // The backends whose kernels an op has: the CPU kernel is OpDef::cpu, the CUDA kernel is

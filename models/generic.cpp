@@ -95,6 +95,8 @@ BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
       const OpDef& def = op_registry().get(n.op);
       MNEMO_CHECK(!def.traits.updates_state) << "node '" << n.name << "': op '" << n.op
                                              << "' updates state (the optimiser's); a model graph cannot use it";
+      MNEMO_CHECK(!def.traits.step_machinery) << "node '" << n.name << "': op '" << n.op
+                                              << "' is the training step's own (inserted by its passes); a model graph cannot use it";
       if (n.op == "batch_norm" && in.size() == 5 && !n.attrs.count("training")) {
         add_batch_norm(b, in, n, training);
       } else if (n.op == "dropout" && in.size() == 1) {

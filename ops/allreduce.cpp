@@ -118,6 +118,7 @@ MNEMO_REGISTER_OPS(allreduce) {
   {
     OpDef d;
     d.name = "grad_allreduce_start";
+    d.traits.step_machinery = true;
     d.doc = "buf[R,S]: this rank's gradients into row `rank`, then every rank's row gathered (data parallelism)";
     d.min_inputs = 1;
     d.max_inputs = -1;
@@ -130,6 +131,7 @@ MNEMO_REGISTER_OPS(allreduce) {
   {
     OpDef d;
     d.name = "grad_allreduce_wait";
+    d.traits.step_machinery = true;
     d.doc = "g'_j: the mean over ranks (summed in rank order) of part j of the gathered bucket buf[R,S]";
     d.min_inputs = d.max_inputs = 1;
     d.parse = parse_with(parse_wait, "grad_allreduce_wait");

@@ -158,6 +158,7 @@ MNEMO_REGISTER_OPS(optimizer) {
   {
     OpDef d;
     d.name = "finite_check";
+    d.traits.step_machinery = true;
     d.doc = "status int32[1]: 0 when every element of x is finite, else -1";
     d.min_inputs = d.max_inputs = 1;
     d.infer = [](const void*, std::span<const TensorType> in) -> std::vector<TensorType> {

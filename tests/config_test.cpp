@@ -233,6 +233,14 @@ TEST(Config, GenericGraphErrorsNameTheNode) {
   EXPECT_NE(error_of(bad).find("model.loss 'sum' must be a float scalar (a loss node's output), got float32["), std::string::npos)
       << error_of(bad);
   EXPECT_NE(error_of(bad).find("t.yaml:"), std::string::npos) << error_of(bad);
+  // The training step's own ops (the all-reduce pair, the loss check): it failed at step 1 naming
+  // mpirun, or ran silently with ranks: 1.
+  for (const char* op : {"grad_allreduce_start", "grad_allreduce_wait", "finite_check"}) {
+    bad = g;
+    bad.replace(bad.find("op: tanh"), 8, std::string("op: ") + op);
+    EXPECT_NE(error_of(bad).find("node 'a1': op '" + std::string(op) + "' is the training step's own"), std::string::npos)
+        << error_of(bad);
+  }
   // data.classes other than the logits' width (it failed at run time only when a label fell
   // outside the logits, and trained on a subset of them silently when smaller).
   for (const char* classes : {"classes: 4", "classes: 7"}) {
