@@ -265,6 +265,33 @@ TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
     t->set_name("transB"), t->set_type(onnx::AttributeProto::INT), t->set_i(1);
   }));
   EXPECT_NE(m.find("holds 5 values for its 12 elements"), std::string::npos) << m;
+  // A value made twice (invalid ONNX: it was imported with the later one renamed), an output of one
+  // class and a batch of 0 (refused naming the YAML file about to be written, and its line).
+  m = import_error(write_model(d, "twice.onnx", [](onnx::GraphProto& g) {
+    auto* a = g.add_node();
+    a->set_op_type("Relu"), a->set_name("r1"), a->add_input("x"), a->add_output("h");
+    auto* b = g.add_node();
+    b->set_op_type("Relu"), b->set_name("r2"), b->add_input("x"), b->add_output("h");
+    auto* c = g.add_node();
+    c->set_op_type("Relu"), c->set_name("r3"), c->add_input("h"), c->add_output("y");
+  }));
+  EXPECT_NE(m.find("twice.onnx: node 'r2' (Relu): its output 'h' is already a graph input, initializer or another node's output"),
+            std::string::npos) << m;
+  m = import_error(write_model(d, "one_class.onnx", [](onnx::GraphProto& g) {
+    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(1);
+    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(1);
+    auto* n = g.add_node();
+    n->set_op_type("Relu"), n->set_name("r"), n->add_input("x"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("one_class.onnx: the output 'y' has 1 class(es) (shape [2,1]); a softmax classifier needs at least 2"),
+            std::string::npos) << m;
+  m = import_error(write_model(d, "empty_batch.onnx", [](onnx::GraphProto& g) {
+    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(0);
+    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(0);
+    auto* n = g.add_node();
+    n->set_op_type("Relu"), n->set_name("r"), n->add_input("x"), n->add_output("y");
+  }));
+  EXPECT_NE(m.find("empty_batch.onnx: the data input 'x' has a batch of 0; training needs at least 1"), std::string::npos) << m;
   // A stride of 0 ended the process (SIGFPE in ONNX's own shape inference, which divides by it):
   // checked before it, in Conv and in pooling.
   auto conv = [](const std::vector<int64_t>& strides, const std::vector<int64_t>& kernel) {

@@ -369,6 +369,11 @@ void Importer::convert(const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     fail_node(n, "operator domain '" + n.domain() + "' is not the standard ONNX domain");
   if (n.output_size() < 1 || n.output(0).empty()) fail_node(n, "the node has no output");
+  // ONNX is in SSA form: a value made twice (or a node output named like an input or initializer)
+  // is an invalid model (it was imported with the later one renamed).
+  for (const std::string& o : n.output())
+    if (!o.empty() && (refs_.count(o) || consts_.count(o)))
+      fail_node(n, "its output '" + printable(o) + "' is already a graph input, initializer or another node's output (ONNX names each value once)");
   auto need = [&](int k) {
     for (int i = 0; i < k; ++i)
       if (!has_input(n, i)) fail_node(n, "needs " + std::to_string(k) + " input(s), input " + std::to_string(i) + " is missing");
@@ -651,6 +656,14 @@ OnnxImport Importer::run() {
   if (logits_shape.size() != 2 || logits_shape[0] != data_shape[0])
     MNEMO_FAIL() << file_ << ": the output '" << printable(out_name) << "' has shape " << shape_str(logits_shape)
                  << "; mnemo imports classifiers whose one output is [N, C] logits (N = the data's batch " << data_shape[0] << ")";
+  // What a training config needs of them, named here (the config's own checks named the YAML file
+  // about to be written, and its line).
+  if (data_shape[0] < 1)
+    MNEMO_FAIL() << file_ << ": the data input '" << printable(data->name()) << "' has a batch of " << data_shape[0]
+                 << "; training needs at least 1 (give one with --batch)";
+  if (logits_shape[1] < 2)
+    MNEMO_FAIL() << file_ << ": the output '" << printable(out_name) << "' has " << logits_shape[1]
+                 << " class(es) (shape " << shape_str(logits_shape) << "); a softmax classifier needs at least 2";
   auto lit = refs_.find(out_name);
   if (lit == refs_.end() || lit->second == "data" || lit->second.find(':') != std::string::npos)
     MNEMO_FAIL() << file_ << ": the output '" << printable(out_name) << "' must be the first output of a node";
