@@ -345,9 +345,10 @@ class CudaDevice final : public Device {
 std::unique_ptr<Device> open_device(int ordinal) {
   std::string why;
   const int n = device_count(&why);
-  MNEMO_CHECK(n > 0) << "--device cuda: no CUDA device is usable on this machine (" << why
-                     << "); run on a machine with an NVIDIA GPU and driver, or use --device cpu";
-  MNEMO_CHECK(ordinal >= 0 && ordinal < n) << "--device cuda:" << ordinal << ": this machine has " << n
+  // (The device comes from --device or the config's `device:`: the message names neither.)
+  MNEMO_CHECK(n > 0) << "device cuda: no CUDA device is usable on this machine (" << why
+                     << "); run on a machine with an NVIDIA GPU and driver, or use the cpu device";
+  MNEMO_CHECK(ordinal >= 0 && ordinal < n) << "device cuda:" << ordinal << ": this machine has " << n
                                           << " CUDA device(s), numbered 0.." << n - 1;
   return std::make_unique<CudaDevice>(ordinal);
 }

@@ -190,5 +190,14 @@ expect curve-twice 1 '--values: 8 is given twice' -- "$mnemo" curve "$r20" --var
 python3 -c "print('the quick brown fox jumps over the lazy dog ' * 5)" >"$tmp/t.txt"
 printf 'model: {type: lstm, layers: 1, hidden: 8, per_step: true}\ndata: {source: text, path: %s, steps: 10, batch: 4}\ntrain: {steps: 2}\n' "$tmp/t.txt" >"$tmp/text.yaml"
 expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss not measured: no full batch of 4' -- "$mnemo" train "$tmp/text.yaml"
+# A learning rate past float32's range (inf in the step), and checkpoint.dir naming a file (a raw
+# filesystem error naming neither the config nor the key).
+sed 's/^  lr: .*/  lr: 1e40/' "$cfg" >"$tmp/lr.yaml"
+grep -q 'lr: 1e40' "$tmp/lr.yaml"
+verdict lr-edited $? "the config has no lr line to edit"
+expect lr-past-float 1 'optimizer.lr: expected a number in \[0, 3.40282e\+38\], got .1e40.' -- "$mnemo" plan "$tmp/lr.yaml"
+touch "$tmp/afile"
+{ cat "$cfg"; echo "checkpoint: {dir: $tmp/afile}"; } >"$tmp/ckfile.yaml"
+expect checkpoint-dir-file 1 "ckfile.yaml: checkpoint.dir '$tmp/afile' exists and is not a directory" -- "$mnemo" train "$tmp/ckfile.yaml" --steps 1 --no-eval
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

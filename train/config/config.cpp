@@ -11,6 +11,7 @@
 #include <cctype>
 #include <fstream>
 #include <set>
+#include <limits>
 #include <sstream>
 #include <type_traits>
 
@@ -445,9 +446,11 @@ Config parse_config(const std::string& text, const std::string& name) {
 
     Section o = top.section("optimizer");
     c.optimizer.type = o.get_string("type", "sgd", {"sgd"});
-    c.optimizer.lr = o.get_float("lr", 0.1, 0.0);
-    c.optimizer.momentum = o.get_float("momentum", 0.9, 0.0);
-    c.optimizer.weight_decay = o.get_float("weight_decay", 0.0, 0.0);
+    // Finite in float32, the step's type (lr: 1e40 was accepted here and was inf in the step).
+    const double f32_max = std::numeric_limits<float>::max();
+    c.optimizer.lr = o.get_float("lr", 0.1, 0.0, f32_max);
+    c.optimizer.momentum = o.get_float("momentum", 0.9, 0.0, f32_max);
+    c.optimizer.weight_decay = o.get_float("weight_decay", 0.0, 0.0, f32_max);
     o.finish();
 
     Section s = top.section("schedule");

@@ -286,7 +286,13 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   }
   // Rank 0 writes what one process would (metrics, checkpoints); every rank trains.
   if (!c.run.metrics.empty() && rank_ == 0) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
-  if (!c.checkpoint.dir.empty() && rank_ == 0) std::filesystem::create_directories(c.checkpoint.dir);
+  if (!c.checkpoint.dir.empty() && rank_ == 0) {
+    std::error_code ec;
+    MNEMO_CHECK(!std::filesystem::exists(c.checkpoint.dir, ec) || std::filesystem::is_directory(c.checkpoint.dir, ec))
+        << c.file << ": checkpoint.dir '" << c.checkpoint.dir << "' exists and is not a directory";
+    std::filesystem::create_directories(c.checkpoint.dir, ec);
+    MNEMO_CHECK(!ec) << c.file << ": checkpoint.dir '" << c.checkpoint.dir << "': cannot create it: " << ec.message();
+  }
   if (rank_ == 0) {
     // Where the run will save, checked now: not after hours of training (a directory given to
     // --checkpoint was refused only at the end, the run's weights unsaved).
@@ -695,7 +701,8 @@ int run_bench(const BenchOptions& opt) {
     device_peak = std::max(device_peak, device->memory_in_use());  // outside the timed region
   }
   std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const size_t mid = times.size() / 2;  // (sorted; an even count: the mean of the middle two)
+  const double median = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
   const MemoryReport& r = ps.report;
   const bool gpu = !device->host_memory();
   if (opt.json) {
