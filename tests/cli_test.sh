@@ -199,5 +199,12 @@ expect lr-past-float 1 'optimizer.lr: expected a number in \[0, 3.40282e\+38\], 
 touch "$tmp/afile"
 { cat "$cfg"; echo "checkpoint: {dir: $tmp/afile}"; } >"$tmp/ckfile.yaml"
 expect checkpoint-dir-file 1 "ckfile.yaml: checkpoint.dir '$tmp/afile' exists and is not a directory" -- "$mnemo" train "$tmp/ckfile.yaml" --steps 1 --no-eval
+# A checkpoint's data position counts batches of the data it was saved with: a resume reading
+# other batches (data.batch or data.size changed) was taken silently.
+printf 'model: {type: resnet, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 16, eval: false}\ntrain: {steps: 2}\n' >"$tmp/b4.yaml"
+sed 's/batch: 4/batch: 2/' "$tmp/b4.yaml" >"$tmp/b2.yaml"
+expect data-order-save 0 'trained 1 step' -- "$mnemo" train "$tmp/b4.yaml" --steps 1 --checkpoint "$tmp/b4.safetensors"
+expect data-order-resume 1 'was saved reading batches of 4 from 16 synthetic examples; this run reads batches of 2 from 16 synthetic examples' -- "$mnemo" train "$tmp/b2.yaml" --resume "$tmp/b4.safetensors"
+expect data-order-same 0 'resumed from .* at step 1' -- "$mnemo" train "$tmp/b4.yaml" --resume "$tmp/b4.safetensors"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

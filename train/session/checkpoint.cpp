@@ -26,7 +26,9 @@ void save_checkpoint(const std::string& path, const ParamStore& params, const Sg
       {"data_position", std::to_string(state.data_position)}, {"seed", std::to_string(state.seed)},
       {"model_signature", model_signature(params)}, {"config", config_file},
       {"mnemo_version", MNEMO_VERSION}};
-  write_safetensors(path, tensors, meta);
+  std::map<std::string, std::string> all = meta;
+  if (!state.data_order.empty()) all["data_order"] = state.data_order;
+  write_safetensors(path, tensors, all);
 }
 
 static int64_t meta_int(const TensorFile& f, const std::string& path, const std::string& key) {
@@ -82,6 +84,7 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
   s.step = meta_int(f, path, "step");
   s.data_position = meta_int(f, path, "data_position");
   s.seed = static_cast<uint64_t>(meta_int(f, path, "seed"));
+  if (auto it = f.metadata.find("data_order"); it != f.metadata.end()) s.data_order = it->second;
   check_state_finite(params.specs(), f.tensors, "checkpoint " + path, "param/");  // (before anything is restored)
   for (auto& [dst, src] : copies) std::memcpy(dst->data(), src->data(), dst->bytes());
   return s;

@@ -18,6 +18,10 @@ struct TrainState {
   int64_t step = 0;           // optimiser steps done
   int64_t data_position = 0;  // batches the loader has handed out
   uint64_t seed = 0;
+  // What data_position counts (metadata "data_order", e.g. "batches of 128 from 60000 fashion-mnist
+  // examples"): a resume reading other batches would land elsewhere in the data. Empty in
+  // checkpoints saved before it was written (not checked then).
+  std::string data_order;
 };
 
 std::string model_signature(const ParamStore& params);

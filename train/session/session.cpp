@@ -173,6 +173,11 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
 // The trainer: one BoundStep on the run's device, the loader preparing the next batch while the
 // step runs (on a GPU uploaded into a staging buffer; on the host read in place), an evaluator in
 // the step's arena, checkpoints.
+// What a checkpoint's data_position counts (TrainState::data_order).
+std::string data_order(const Config& c, const DataSource& train) {
+  return "batches of " + std::to_string(c.data.batch) + " from " + std::to_string(train.size()) + " " + c.data.source + " examples";
+}
+
 int ranks_of(const RunCommunicator* comm) { return comm ? comm->size() : 1; }
 // Whether the run's step all-reduces its gradients: several ranks, or one with
 // parallel.reduce_one_rank.
@@ -256,6 +261,10 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     state_ = load_checkpoint(opt.resume, params_, sgd_);
     MNEMO_CHECK(state_.seed == c.run.seed) << "checkpoint " << opt.resume << " was made with train.seed " << state_.seed
                                            << ", the config has " << c.run.seed;
+    MNEMO_CHECK(state_.data_order.empty() || state_.data_order == data_order(c, *train_))
+        << "checkpoint " << opt.resume << " was saved reading " << state_.data_order << "; this run reads " << data_order(c, *train_)
+        << ": its data position (" << state_.data_position << " batches) would point elsewhere in the data; resume with the "
+        << "data settings it was saved with";
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
@@ -312,6 +321,7 @@ void Trainer::checkpoint(const std::string& path) {
   if (rank_ != 0) return;  // the ranks hold the same parameters: rank 0 saves them
   state_.data_position = loader_.position() - (staged_ ? 1 : 0);
   step_->params().download();
+  state_.data_order = data_order(c_, *train_);
   save_checkpoint(path, params_, sgd_, state_, opt_.config);
 }
 
