@@ -146,7 +146,7 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: transformer\n", "t.yaml:2:9", "model.type: expected one of resnet, lstm, graph"},
       {"model:\n  type: resnet\n  style: imagenet\n  depth: 77\n", "t.yaml:", "give model.blocks"},
       {"model: [1, 2]\n", "t.yaml:1:8", "model: expected a mapping"},
-      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a finite number >= 0"},
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: -1}\n", "t.yaml:4:17", "optimizer.lr: expected a number in [0, 3.40282e+38]"},
       {"model:\n  type: resnet\n  depth: 20\nmemory: shared\n", "t.yaml:4:9", "memory: expected a memory mode: none, inplace, share, drop-bn-relu"},
       {"model:\n  type: resnet\n  depth: 20\norder: fastest\n", "t.yaml:4:8", "order: expected one of default, greedy, optimal, updates-last"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: -1\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
@@ -168,7 +168,9 @@ TEST(Config, BadInputNamesFileLineKeyAndExpectation) {
       {"model:\n  type: resnet\n  depth: 0x14\n", "t.yaml:3:10", "model.depth: expected an integer in [1, 20000] (decimal digits), got '0x14'"},
       {"model:\n  type: resnet\n  depth: 20\ntrain: {steps: +0010}\n", "t.yaml:4:16", "train.steps: expected an integer in [1, 1000000000] (decimal"},
       // Numbers are finite (.inf was a learning rate).
-      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: .inf}\n", "t.yaml:4:17", "optimizer.lr: expected a finite number >= 0, got '.inf'"},
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: .inf}\n", "t.yaml:4:17", "optimizer.lr: expected a number in [0, 3.40282e+38], got '.inf'"},
+      // Finite as a double, inf in float32 (the step's type): it failed at step 1.
+      {"model:\n  type: resnet\n  depth: 20\noptimizer: {lr: 1e40}\n", "t.yaml:4:17", "optimizer.lr: expected a number in [0, 3.40282e+38], got '1e40'"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: .inf\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
       {"model:\n  type: resnet\n  depth: 20\nplacement_seconds: 1e99\n", "t.yaml:4:20", "placement_seconds: expected a number in [0, 86400]"},
       // One document: a second after `---` was ignored.

@@ -220,6 +220,9 @@ TEST(Data, TextCharsWindowsAndErrors) {
   expect_error([&] { TextChars(d.file("empty.txt"), 4); }, {d.file("empty.txt"), "empty"});
   expect_error([&] { TextChars(d.file("t.txt"), 12); }, {d.file("t.txt"), "too short"});
   expect_error([&] { TextChars(d.file("none.txt"), 4); }, {d.file("none.txt")});
+  // One distinct character: no next character to predict (the error named model.classes).
+  write_raw(d.file("aaa.txt"), std::vector<uint8_t>(20, 'a'));
+  expect_error([&] { TextChars(d.file("aaa.txt"), 4); }, {d.file("aaa.txt"), "one distinct character"});
 }
 
 // data.source text: the file's last tenth of sequences (at least one) is the test split, the rest

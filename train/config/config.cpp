@@ -607,7 +607,9 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
     }
     return m;
   } catch (const Error& e) {
-    throw Error(where() + e.what());
+    // (A graph node's error names the file and its line already.)
+    const std::string what = e.what();
+    throw Error(what.rfind(c.file + ":", 0) == 0 ? what : where() + what);
   }
 }
 

@@ -96,8 +96,8 @@ BatchLoader::BatchLoader(std::shared_ptr<const DataSource> source, int64_t batch
   MNEMO_CHECK(source_) << "batch loader: no data source";
   MNEMO_CHECK(batch >= 1) << "batch loader: batch size must be at least 1, got " << batch;
   MNEMO_CHECK(ranks >= 1 && rank >= 0 && rank < ranks) << "batch loader: rank " << rank << " of " << ranks;
-  MNEMO_CHECK(source_->size() / ranks >= batch) << "batch loader: the source has " << source_->size()
-                                                << " examples, fewer than one batch of " << batch * ranks;
+  MNEMO_CHECK(source_->size() / ranks >= batch) << "the data has " << source_->size() << " training examples, fewer than one batch of "
+                                                << batch * ranks << " (data.batch" << (ranks > 1 ? " over the ranks" : "") << ")";
   per_epoch_ = source_->size() / (batch * ranks);
   batch_data_type(*source_, batch, time_major);  // validates the layout before the worker starts
   batch_label_type(*source_, batch, time_major);

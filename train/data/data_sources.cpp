@@ -25,6 +25,8 @@ TextChars::TextChars(const std::string& path, int64_t steps) : steps_(steps) {
       id[c] = static_cast<int>(vocab_.size());
       vocab_.push_back(static_cast<char>(c));
     }
+  MNEMO_CHECK(vocab_.size() >= 2) << "text file '" << path << "' holds one distinct character ('" << vocab_
+                                 << "'): predicting the next one needs at least 2";
   ids_.resize(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) ids_[i] = static_cast<uint8_t>(id[bytes[i]]);
   size_ = (len - 1) / steps;
