@@ -261,8 +261,19 @@ std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,
       if (--indeg[s] == 0) ready.insert(std::upper_bound(ready.begin(), ready.end(), s), s);
   }
   if (order.size() != n) {
-    for (size_t v = 0; v < n; ++v)
-      if (!done[v]) MNEMO_FAIL() << "the graph has a cycle through node '" << names.at(v) << "'";
+    // Every node left has a predecessor left (else it would have become ready): walking back
+    // through those from any of them repeats a node, which is on a cycle. Named in data order.
+    int v = 0;
+    while (done[v]) ++v;
+    std::vector<int> seen(n, -1), walk;
+    while (seen[v] < 0) {
+      seen[v] = static_cast<int>(walk.size());
+      walk.push_back(v);
+      v = *std::find_if(preds[v].begin(), preds[v].end(), [&](int u) { return !done[u]; });
+    }
+    std::string cycle;
+    for (size_t k = walk.size(); k-- > static_cast<size_t>(seen[v]);) cycle += "'" + names.at(walk[k]) + "' -> ";
+    MNEMO_FAIL() << "the graph has a cycle through node '" << names.at(v) << "': " << cycle << "'" << names.at(walk.back()) << "'";
   }
   return order;
 }

@@ -87,7 +87,17 @@ BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
       if (it->second >= 0) preds[i].push_back(it->second);
     }
   }
-  for (int i : topological_order(preds, names)) {
+  std::vector<int> order;
+  try {
+    order = topological_order(preds, names);
+  } catch (const Error& e) {
+    // The cycle's first node, with its file and line (the message named the node alone).
+    const std::string what = e.what();
+    for (const GraphNodeSpec& n : c.nodes)
+      if (what.find("through node '" + n.name + "'") != std::string::npos) throw Error(n.where + ": " + what);
+    throw;
+  }
+  for (int i : order) {
     const GraphNodeSpec& n = c.nodes[i];
     std::vector<EntryRef> in;
     for (const std::string& r : n.inputs) in.push_back(resolve(b.graph(), r, n.where, n.name));

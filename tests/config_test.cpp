@@ -223,6 +223,11 @@ TEST(Config, GenericGraphErrorsNameTheNode) {
   bad = g;
   bad.replace(bad.find("inputs: [data, w1, b1]"), 22, "inputs: [sum, w1, b1]");
   EXPECT_NE(error_of(bad).find("cycle"), std::string::npos) << error_of(bad);
+  // The cycle itself, in data order, at its node's line (it named a node downstream, 'loss', and no line).
+  EXPECT_NE(error_of(bad).find("t.yaml:23:7: the graph has a cycle through node 'sum': 'h1' -> 'a1' -> 'halves' -> 'gated' -> "
+                               "'h2' -> 'sum' -> 'h1'"),
+            std::string::npos)
+      << error_of(bad);
   // An output index past the last (the message said "has 2 output(s), not 2").
   bad = g;
   bad.replace(bad.find("[\"halves:1\"]"), 12, "[\"halves:2\"]");

@@ -156,6 +156,13 @@ TEST(Graph, TopologicalOrderKeepsListedOrderAndFindsCycles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cycle through node 'a'"), std::string::npos) << e.what();
   }
+  // A node downstream of the cycle (listed first here) is not named: the cycle is, in data order.
+  try {
+    topological_order({{1}, {2}, {1}}, {"z", "b", "c"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a cycle through node 'b': 'c' -> 'b' -> 'c'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Executor, AllocatesExactlyThePlanAndChecksBindings) {

@@ -170,14 +170,14 @@ void load_weights(const std::string& path, const char* what, ParamStore& params)
   }
 }
 
-// The trainer: one BoundStep on the run's device, the loader preparing the next batch while the
-// step runs (on a GPU uploaded into a staging buffer; on the host read in place), an evaluator in
-// the step's arena, checkpoints.
 // What a checkpoint's data_position counts (TrainState::data_order).
 std::string data_order(const Config& c, const DataSource& train) {
   return "batches of " + std::to_string(c.data.batch) + " from " + std::to_string(train.size()) + " " + c.data.source + " examples";
 }
 
+// The trainer: one BoundStep on the run's device, the loader preparing the next batch while the
+// step runs (on a GPU uploaded into a staging buffer; on the host read in place), an evaluator in
+// the step's arena, checkpoints.
 int ranks_of(const RunCommunicator* comm) { return comm ? comm->size() : 1; }
 // Whether the run's step all-reduces its gradients: several ranks, or one with
 // parallel.reduce_one_rank.
