@@ -21,7 +21,17 @@ MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string
   MemoryMode m = parse_memory_mode(mode);
   m.order = parse_schedule_order(c.order);
   m.placement_seconds = c.placement_seconds;
-  return plan_mirror(p.model.builder.graph(), p.model.loss, m, p.mirror_overrides, with_update ? &sgd : nullptr, device);
+  try {
+    return plan_mirror(p.model.builder.graph(), p.model.loss, m, p.mirror_overrides, with_update ? &sgd : nullptr, device);
+  } catch (const Error& e) {
+    // A graph config's node that the gradient pass cannot go through: named with its file and line
+    // (the gradient pass knows the node's name only).
+    const std::string what = e.what();
+    if (c.model_type == "graph" && what.find("is on the gradient path but its op is not differentiable") != std::string::npos)
+      for (const GraphNodeSpec& n : c.graph.nodes)
+        if (what.rfind("node '" + n.name + "' (", 0) == 0) throw Error(n.where + ": " + what);
+    throw;
+  }
 }
 
 }  // namespace mnemo
