@@ -183,8 +183,7 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
       }
     }
     if (!any) continue;
-    MNEMO_CHECK(n.op->grad) << "node '" << n.name << "' (" << n.op->name
-                            << ") is on the gradient path but its op is not differentiable";
+    if (!n.op->grad) throw NodeError(n.name, "node '" + n.name + "' (" + n.op->name + ") is on the gradient path but its op is not differentiable");
     for (const EntryRef& e : n.inputs) ctx.inputs.push_back(mirror_entry(e));
     for (size_t j = 0; j < n.outputs.size(); ++j) ctx.outputs.push_back(mirror_entry({v, static_cast<int>(j)}));
 

@@ -9,12 +9,24 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace mnemo {
 
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// An Error about one node of a graph, carrying its name, so that a caller who knows where the node
+// was written (a graph config's file and line) can say so without parsing the message.
+class NodeError : public Error {
+ public:
+  NodeError(std::string node, const std::string& what) : Error(what), node_(std::move(node)) {}
+  const std::string& node() const { return node_; }
+
+ private:
+  std::string node_;
 };
 
 namespace detail {

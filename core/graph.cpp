@@ -273,7 +273,7 @@ std::vector<int> topological_order(const std::vector<std::vector<int>>& preds,
     }
     std::string cycle;
     for (size_t k = walk.size(); k-- > static_cast<size_t>(seen[v]);) cycle += "'" + names.at(walk[k]) + "' -> ";
-    MNEMO_FAIL() << "the graph has a cycle through node '" << names.at(v) << "': " << cycle << "'" << names.at(walk.back()) << "'";
+    throw NodeError(names.at(v), "the graph has a cycle through node '" + names.at(v) + "': " + cycle + "'" + names.at(walk.back()) + "'");
   }
   return order;
 }

@@ -90,12 +90,8 @@ BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
   std::vector<int> order;
   try {
     order = topological_order(preds, names);
-  } catch (const Error& e) {
-    // The cycle's first node, with its file and line (the message named the node alone).
-    const std::string what = e.what();
-    for (const GraphNodeSpec& n : c.nodes)
-      if (what.find("through node '" + n.name + "'") != std::string::npos) throw Error(n.where + ": " + what);
-    throw;
+  } catch (const NodeError& e) {
+    throw Error(graph_node_where(c, e));  // the cycle's node, with its file and line
   }
   for (int i : order) {
     const GraphNodeSpec& n = c.nodes[i];
@@ -135,6 +131,12 @@ BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
   if (logits >= 0) m.all_logits = {m.logits};
   m.layers = static_cast<int>(c.nodes.size());
   return m;
+}
+
+std::string graph_node_where(const GraphModelConfig& c, const NodeError& e) {
+  for (const GraphNodeSpec& n : c.nodes)
+    if (n.name == e.node()) return n.where + ": " + e.what();
+  return e.what();
 }
 
 }  // namespace mnemo

@@ -42,4 +42,8 @@ struct GraphModelConfig {
 //     an identity.
 BuiltModel build_graph_model(const GraphModelConfig& c, bool training = true);
 
+// `e`'s message, led by the file and line of the node it names when that node is one of `c`'s
+// (graph passes know a node's name only).
+std::string graph_node_where(const GraphModelConfig& c, const NodeError& e);
+
 }  // namespace mnemo

@@ -206,6 +206,9 @@ sed 's/batch: 4/batch: 2/' "$tmp/b4.yaml" >"$tmp/b2.yaml"
 expect data-order-save 0 'trained 1 step' -- "$mnemo" train "$tmp/b4.yaml" --steps 1 --checkpoint "$tmp/b4.safetensors"
 expect data-order-resume 1 'was saved reading batches of 4 from 16 synthetic examples; this run reads batches of 2 from 16 synthetic examples' -- "$mnemo" train "$tmp/b2.yaml" --resume "$tmp/b4.safetensors"
 expect data-order-same 0 'resumed from .* at step 1' -- "$mnemo" train "$tmp/b4.yaml" --resume "$tmp/b4.safetensors"
+# train.metrics naming the config itself (the config became JSON lines).
+{ cat "$cfg"; echo "checkpoint: {dir: $tmp/mck}"; } | sed "s|^train:|train:\n  metrics: $tmp/selfm.yaml|" >"$tmp/selfm.yaml"
+expect metrics-over-config 1 "train.metrics '$tmp/selfm.yaml' is the same file as the config" -- "$mnemo" train "$tmp/selfm.yaml" --steps 1 --no-eval
 # A node the gradient pass cannot go through, named with its line (the message named the node alone).
 sed 's/{name: a1, op: tanh, inputs: \[h1\]/{name: a1, op: tanh_grad, inputs: [h1, h1]/' "$cfg" >"$tmp/nograd.yaml"
 expect not-differentiable 1 'nograd.yaml:18:7: node .a1. \(tanh_grad\) is on the gradient path but its op is not differentiable' -- "$mnemo" plan "$tmp/nograd.yaml" --memory share

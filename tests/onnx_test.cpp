@@ -277,20 +277,19 @@ TEST(Onnx, UnsupportedAndMalformedModelsAreClearErrors) {
   }));
   EXPECT_NE(m.find("twice.onnx: node 'r2' (Relu): its output 'h' is already a graph input, initializer or another node's output"),
             std::string::npos) << m;
-  m = import_error(write_model(d, "one_class.onnx", [](onnx::GraphProto& g) {
-    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(1);
-    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(1);
-    auto* n = g.add_node();
-    n->set_op_type("Relu"), n->set_name("r"), n->add_input("x"), n->add_output("y");
-  }));
+  // y = relu(x) with dimension `dim` of both x and y set to `value`.
+  auto relu_with = [](int dim, int64_t value) {
+    return [=](onnx::GraphProto& g) {
+      for (auto* v : {g.mutable_input(0), g.mutable_output(0)})
+        v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(dim)->set_dim_value(value);
+      auto* n = g.add_node();
+      n->set_op_type("Relu"), n->set_name("r"), n->add_input("x"), n->add_output("y");
+    };
+  };
+  m = import_error(write_model(d, "one_class.onnx", relu_with(1, 1)));
   EXPECT_NE(m.find("one_class.onnx: the output 'y' has 1 class(es) (shape [2,1]); a softmax classifier needs at least 2"),
             std::string::npos) << m;
-  m = import_error(write_model(d, "empty_batch.onnx", [](onnx::GraphProto& g) {
-    g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(0);
-    g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(0);
-    auto* n = g.add_node();
-    n->set_op_type("Relu"), n->set_name("r"), n->add_input("x"), n->add_output("y");
-  }));
+  m = import_error(write_model(d, "empty_batch.onnx", relu_with(0, 0)));
   EXPECT_NE(m.find("empty_batch.onnx: the data input 'x' has a batch of 0; training needs at least 1"), std::string::npos) << m;
   // A stride of 0 ended the process (SIGFPE in ONNX's own shape inference, which divides by it):
   // checked before it, in Conv and in pooling.

@@ -23,14 +23,11 @@ MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string
   m.placement_seconds = c.placement_seconds;
   try {
     return plan_mirror(p.model.builder.graph(), p.model.loss, m, p.mirror_overrides, with_update ? &sgd : nullptr, device);
-  } catch (const Error& e) {
-    // A graph config's node that the gradient pass cannot go through: named with its file and line
-    // (the gradient pass knows the node's name only).
-    const std::string what = e.what();
-    if (c.model_type == "graph" && what.find("is on the gradient path but its op is not differentiable") != std::string::npos)
-      for (const GraphNodeSpec& n : c.graph.nodes)
-        if (what.rfind("node '" + n.name + "' (", 0) == 0) throw Error(n.where + ": " + what);
-    throw;
+  } catch (const NodeError& e) {
+    // A graph config's node the passes refused (e.g. one the gradient pass cannot go through),
+    // with its file and line.
+    if (c.model_type != "graph") throw;
+    throw Error(graph_node_where(c.graph, e));
   }
 }
 

@@ -268,6 +268,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
+  state_.data_order = data_order(c, *train_);  // what this run's checkpoints record
   // On a GPU the step is captured once and replayed, a data-parallel one too: its NCCL gathers on
   // their own stream join the capture through the events that order them (docs/PARALLEL.md).
   step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
@@ -321,7 +322,6 @@ void Trainer::checkpoint(const std::string& path) {
   if (rank_ != 0) return;  // the ranks hold the same parameters: rank 0 saves them
   state_.data_position = loader_.position() - (staged_ ? 1 : 0);
   step_->params().download();
-  state_.data_order = data_order(c_, *train_);
   save_checkpoint(path, params_, sgd_, state_, opt_.config);
 }
 
