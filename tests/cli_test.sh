@@ -190,6 +190,11 @@ expect curve-twice 1 '--values: 8 is given twice' -- "$mnemo" curve "$r20" --var
 python3 -c "print('the quick brown fox jumps over the lazy dog ' * 5)" >"$tmp/t.txt"
 printf 'model: {type: lstm, layers: 1, hidden: 8, per_step: true}\ndata: {source: text, path: %s, steps: 10, batch: 4}\ntrain: {steps: 2}\n' "$tmp/t.txt" >"$tmp/text.yaml"
 expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss not measured: no full batch of 4' -- "$mnemo" train "$tmp/text.yaml"
+# ... and in the metrics file that loss is null (JSON has no NaN), the accuracy a number.
+sed "s|^train: {steps: 2}|train: {steps: 2, metrics: $tmp/text-metrics.jsonl}|" "$tmp/text.yaml" >"$tmp/text-m.yaml"
+expect text-metrics-run 0 'test loss not measured' -- "$mnemo" train "$tmp/text-m.yaml"
+grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_loss":null\}$' "$tmp/text-metrics.jsonl"
+verdict text-metrics-null $? "$(tail -2 "$tmp/text-metrics.jsonl" 2>&1)"
 # A learning rate past float32's range (inf in the step), and checkpoint.dir naming a file (a raw
 # filesystem error naming neither the config nor the key).
 sed 's/^  lr: .*/  lr: 1e40/' "$cfg" >"$tmp/lr.yaml"
@@ -199,6 +204,11 @@ expect lr-past-float 1 'optimizer.lr: expected a number in \[0, 3.40282e\+38\], 
 touch "$tmp/afile"
 { cat "$cfg"; echo "checkpoint: {dir: $tmp/afile}"; } >"$tmp/ckfile.yaml"
 expect checkpoint-dir-file 1 "ckfile.yaml: checkpoint.dir '$tmp/afile' exists and is not a directory" -- "$mnemo" train "$tmp/ckfile.yaml" --steps 1 --no-eval
+# checkpoint.dir's checkpoint file naming the --init weights (they would be overwritten).
+mkdir -p "$tmp/ckd"
+cp "$tmp/w.safetensors" "$tmp/ckd/checkpoint.safetensors"
+{ cat "$cfg"; echo "checkpoint: {dir: $tmp/ckd}"; } >"$tmp/ckd.yaml"
+expect checkpoint-dir-over-init 1 "ckd.yaml: checkpoint.dir's checkpoint '$tmp/ckd/checkpoint.safetensors' is the same file as --init" -- "$mnemo" train "$tmp/ckd.yaml" --init "$tmp/ckd/checkpoint.safetensors" --steps 1 --no-eval
 # A checkpoint's data position counts batches of the data it was saved with: a resume reading
 # other batches (data.batch or data.size changed) was taken silently.
 printf 'model: {type: resnet, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 16, eval: false}\ntrain: {steps: 2}\n' >"$tmp/b4.yaml"
@@ -206,6 +216,20 @@ sed 's/batch: 4/batch: 2/' "$tmp/b4.yaml" >"$tmp/b2.yaml"
 expect data-order-save 0 'trained 1 step' -- "$mnemo" train "$tmp/b4.yaml" --steps 1 --checkpoint "$tmp/b4.safetensors"
 expect data-order-resume 1 'was saved reading batches of 4 from 16 synthetic examples; this run reads batches of 2 from 16 synthetic examples' -- "$mnemo" train "$tmp/b2.yaml" --resume "$tmp/b4.safetensors"
 expect data-order-same 0 'resumed from .* at step 1' -- "$mnemo" train "$tmp/b4.yaml" --resume "$tmp/b4.safetensors"
+# A checkpoint saved before checkpoints recorded their data order resumes with a note saying what
+# its data position is taken to count (nothing to check it against).
+python3 - "$tmp/b4.safetensors" "$tmp/old.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+del head['__metadata__']['data_order']
+text = json.dumps(head).encode()
+text += b' ' * (-len(text) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(text)) + text + raw[8 + n:])
+PY
+verdict data-order-strip $? "could not rewrite the checkpoint's header"
+expect data-order-older 0 'note: checkpoint .*old.safetensors does not record the data it was saved reading .*: its data position \(1 batches\) is taken as counting this run.s batches of 2 from 16 synthetic examples' -- "$mnemo" train "$tmp/b2.yaml" --resume "$tmp/old.safetensors"
 # train.metrics naming the config itself (the config became JSON lines).
 { cat "$cfg"; echo "checkpoint: {dir: $tmp/mck}"; } | sed "s|^train:|train:\n  metrics: $tmp/selfm.yaml|" >"$tmp/selfm.yaml"
 expect metrics-over-config 1 "train.metrics '$tmp/selfm.yaml' is the same file as the config" -- "$mnemo" train "$tmp/selfm.yaml" --steps 1 --no-eval

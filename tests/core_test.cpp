@@ -1,7 +1,10 @@
 // core/: attributes, graph construction and its errors, dumps, topological order, the trivial
-// memory plan and the executor's binding rules.
+// memory plan, the executor's binding rules, and the median of measurements.
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
+#include "core/stats.h"
 #include "test_util.h"
 
 namespace mnemo::test {
@@ -226,6 +229,16 @@ TEST(Tensor, TypesAndErrors) {
   EXPECT_THROW(parse_dtype("float16"), Error);
   Tensor s(DType::f32, {});
   EXPECT_EQ(s.numel(), 1);
+}
+
+TEST(Stats, MedianOfOddAndEvenCounts) {
+  // An even count's median is the mean of the middle two (mnemo bench and tools/bench_ops use this).
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_EQ(median({0.25, 0.5}), 0.375);
+  EXPECT_EQ(median({7.0}), 7.0);
+  EXPECT_EQ(median({5.0, 5.0, 1.0, 9.0, 9.0, 9.0}), 7.0);
+  EXPECT_TRUE(std::isnan(median({})));
 }
 
 }  // namespace

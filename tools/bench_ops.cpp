@@ -34,6 +34,7 @@
 #include "core/device.h"
 #include "core/graph.h"
 #include "core/memory_plan.h"
+#include "core/stats.h"
 #include "ops/conv2d.h"
 
 namespace {
@@ -347,9 +348,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   double median(const std::string& name) const {
     auto it = rates_.find(name);
     if (it == rates_.end()) return 0;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    return mnemo::median(it->second);
   }
   void print_summary() const {
     const double gemm = median(kGemmName);

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "core/executor.h"
+#include "core/stats.h"
 #include "train/config/files.h"
 #include "train/session/checkpoint.h"
 #include "train/session/metrics.h"
@@ -265,6 +266,10 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
         << "checkpoint " << opt.resume << " was saved reading " << state_.data_order << "; this run reads " << data_order(c, *train_)
         << ": its data position (" << state_.data_position << " batches) would point elsewhere in the data; resume with the "
         << "data settings it was saved with";
+    if (state_.data_order.empty())  // (saved before checkpoints recorded it: nothing to check against)
+      std::printf("note: checkpoint %s does not record the data it was saved reading (an older checkpoint): its data "
+                  "position (%lld batches) is taken as counting this run's %s\n",
+                  opt.resume.c_str(), static_cast<long long>(state_.data_position), data_order(c, *train_).c_str());
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
@@ -710,9 +715,8 @@ int run_bench(const BenchOptions& opt) {
     if (i >= opt.warmup) times.push_back(seconds_since(t0));
     device_peak = std::max(device_peak, device->memory_in_use());  // outside the timed region
   }
+  const double median_s = median(times);
   std::sort(times.begin(), times.end());
-  const size_t mid = times.size() / 2;  // (sorted; an even count: the mean of the middle two)
-  const double median = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
   const MemoryReport& r = ps.report;
   const bool gpu = !device->host_memory();
   if (opt.json) {
@@ -729,7 +733,7 @@ int run_bench(const BenchOptions& opt) {
       j["device_in_use_at_open_bytes"] = device->memory_at_open();
       j["device_measured_bytes"] = device_peak - device->memory_at_open();
     }
-    j["step_seconds_median"] = median;
+    j["step_seconds_median"] = median_s;
     j["step_seconds_min"] = times.front();
     j["step_seconds_max"] = times.back();
     j["steps"] = opt.steps;
@@ -738,7 +742,7 @@ int run_bench(const BenchOptions& opt) {
     std::printf("%s: %s%s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
                 "feature maps %s, total %s\n",
                 opt.config.c_str(), c.model_type.c_str(), p.model.layout_note().c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
-                median, times.front(), times.back(), opt.steps, c.data.batch / median, format_bytes(r.feature_map_bytes).c_str(),
+                median_s, times.front(), times.back(), opt.steps, c.data.batch / median_s, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
     if (gpu) print_device_memory(*device, r, step.params().bytes(), device_peak);
   }
