@@ -193,7 +193,7 @@ expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss not me
 # ... and in the metrics file that loss is null (JSON has no NaN), the accuracy a number.
 sed "s|^train: {steps: 2}|train: {steps: 2, metrics: $tmp/text-metrics.jsonl}|" "$tmp/text.yaml" >"$tmp/text-m.yaml"
 expect text-metrics-run 0 'test loss not measured' -- "$mnemo" train "$tmp/text-m.yaml"
-grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_loss":null\}$' "$tmp/text-metrics.jsonl"
+grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_examples":20,"test_loss":null,"test_loss_examples":0\}$' "$tmp/text-metrics.jsonl"
 verdict text-metrics-null $? "$(tail -2 "$tmp/text-metrics.jsonl" 2>&1)"
 # A learning rate past float32's range (inf in the step), and checkpoint.dir naming a file (a raw
 # filesystem error naming neither the config nor the key).
@@ -236,5 +236,79 @@ expect metrics-over-config 1 "train.metrics '$tmp/selfm.yaml' is the same file a
 # A node the gradient pass cannot go through, named with its line (the message named the node alone).
 sed 's/{name: a1, op: tanh, inputs: \[h1\]/{name: a1, op: tanh_grad, inputs: [h1, h1]/' "$cfg" >"$tmp/nograd.yaml"
 expect not-differentiable 1 'nograd.yaml:18:7: node .a1. \(tanh_grad\) is on the gradient path but its op is not differentiable' -- "$mnemo" plan "$tmp/nograd.yaml" --memory share
+# Found by a hunt for silent wrong behaviour (2026-11-28):
+# - plan and grad take train.threads, as train and bench do (the CPU workspace depends on it).
+printf 'model: {type: resnet, style: cifar, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 42, eval_size: 10}\noptimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.0005}\nschedule: {type: cosine, warmup_steps: 3, min_lr: 0.001}\ntrain: {steps: 12, log_every: 1, seed: 3, threads: 1, metrics: %s/h.jsonl, eval_every: 5}\ncheckpoint: {dir: %s/hck, every: 4}\n' "$tmp" "$tmp" >"$tmp/h.yaml"
+expect plan-threads 0 'planned for cpu \(1 threads\)' -- env OMP_NUM_THREADS=2 "$mnemo" plan "$tmp/h.yaml" --memory share
+# - each epoch's examples left out of full batches are said; the test loss says which examples it covers.
+"$mnemo" train "$tmp/h.yaml" --steps 4 --checkpoint "$tmp/h4.ck" >"$tmp/h4.txt" 2>&1
+verdict h4-run $? "$(tail -3 "$tmp/h4.txt")"
+grep -q 'each epoch leaves 2 of its 42 shuffled training examples out' "$tmp/h4.txt"
+verdict left-out $? "$(sed -n 1,3p "$tmp/h4.txt")"
+grep -qE 'test accuracy [0-9.]+% on 10 examples \(test loss [0-9.]+ on the first 8, in full batches of 4' "$tmp/h4.txt"
+verdict loss-covers $? "$(grep 'test accuracy' "$tmp/h4.txt")"
+grep -q '"test_examples":10,"test_loss":[0-9.e-]*,"test_loss_examples":8' "$tmp/h.jsonl"
+verdict loss-covers-metrics $? "$(tail -1 "$tmp/h.jsonl")"
+# - a resume whose optimiser or schedule differs from the checkpoint's says so (a cosine's total
+#   steps changed its learning rate silently); the loss average continues from the checkpoint's.
+"$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" >"$tmp/h-resumed.txt" 2>&1
+verdict resume-run $? "$(tail -3 "$tmp/h-resumed.txt")"
+grep -q 'note: checkpoint .*h4.ck was training with sgd lr 0.05 momentum 0.9 weight_decay 5e-04, schedule cosine to min_lr 0.001 over 4 steps, warm-up 3 steps; this run trains with .* over 12 steps' "$tmp/h-resumed.txt"
+verdict resume-schedule-note $? "$(grep -m1 note "$tmp/h-resumed.txt")"
+# With a schedule that does not depend on the total (a step schedule), a resume from 4 steps
+# trains as the straight run: no note, and the same final loss and loss average.
+sed -e 's/schedule: {type: cosine, warmup_steps: 3, min_lr: 0.001}/schedule: {type: step, warmup_steps: 3, milestones: [6], gamma: 0.5}/' \
+    -e "s|metrics: $tmp/h.jsonl, ||" -e '/^checkpoint:/d' "$tmp/h.yaml" >"$tmp/hs.yaml"
+"$mnemo" train "$tmp/hs.yaml" >"$tmp/hs-straight.txt" 2>&1
+"$mnemo" train "$tmp/hs.yaml" --steps 4 --checkpoint "$tmp/hs4.ck" >/dev/null 2>&1
+"$mnemo" train "$tmp/hs.yaml" --resume "$tmp/hs4.ck" >"$tmp/hs-resumed.txt" 2>&1
+! grep -q 'note: checkpoint' "$tmp/hs-resumed.txt"
+verdict resume-same-no-note $? "$(grep note "$tmp/hs-resumed.txt")"
+a=$(grep -o 'final loss .*' "$tmp/hs-straight.txt"); b=$(grep -o 'final loss .*' "$tmp/hs-resumed.txt")
+[ -n "$a" ] && [ "$a" = "$b" ]
+verdict resume-loss-average $? "straight: $a; resumed: $b"
+# - a run with nothing to train writes nothing (it put the older state over checkpoint.dir's
+#   newer one and cut the metrics back, adding an evaluation record).
+cp "$tmp/hck/checkpoint.safetensors" "$tmp/hck-before"; cp "$tmp/h.jsonl" "$tmp/h-before.jsonl"
+expect nothing-to-train 0 'nothing to train: already at step 4 of 3 \(no checkpoint or metrics written\)' -- "$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" --steps 3
+cmp -s "$tmp/hck/checkpoint.safetensors" "$tmp/hck-before" && cmp -s "$tmp/h.jsonl" "$tmp/h-before.jsonl"
+verdict nothing-to-train-writes-nothing $? "the checkpoint or the metrics changed"
+# - an evaluation due at a checkpoint's step runs before the checkpoint: a run killed during it
+#   resumes from the checkpoint before and evaluates again (its metrics record was lost). The
+#   resumed metrics equal a straight run's wherever the kill lands.
+printf 'model: {type: resnet, style: cifar, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, eval_batch: 500, size: 400, eval_size: 20000}\noptimizer: {lr: 0.05}\ntrain: {steps: 100, log_every: 50, seed: 3, threads: 1, metrics: %s/k.jsonl, eval_every: 50}\ncheckpoint: {dir: %s/kck, every: 50}\n' "$tmp" "$tmp" >"$tmp/k.yaml"
+"$mnemo" train "$tmp/k.yaml" >/dev/null 2>&1 && mv "$tmp/k.jsonl" "$tmp/k-straight.jsonl" && rm -rf "$tmp/kck"
+"$mnemo" train "$tmp/k.yaml" >/dev/null 2>&1 &
+kpid=$!
+for _ in $(seq 2000); do grep -q '"step":50,' "$tmp/k.jsonl" 2>/dev/null && break; sleep 0.01; done
+kill -TERM $kpid 2>/dev/null; wait $kpid 2>/dev/null
+if [ -f "$tmp/kck/checkpoint.safetensors" ]; then "$mnemo" train "$tmp/k.yaml" --resume "$tmp/kck/checkpoint.safetensors" >/dev/null 2>&1; else "$mnemo" train "$tmp/k.yaml" >/dev/null 2>&1; fi
+python3 - "$tmp/k-straight.jsonl" "$tmp/k.jsonl" <<'PY'
+import json, sys
+def recs(p):
+    out = []
+    for line in open(p):
+        r = json.loads(line)
+        for k in ("steps_per_s", "examples_per_s"): r.pop(k, None)
+        out.append(r)
+    return out
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+sys.exit(0 if a == b and any("test_accuracy" in r and r["step"] == 50 for r in b) else 1)
+PY
+verdict eval-before-checkpoint $? "$(diff "$tmp/k-straight.jsonl" "$tmp/k.jsonl" | head -4)"
+# - schedule.min_lr above optimizer.lr (the cosine rose) and a graph config's eval_batch (ignored).
+sed 's/min_lr: 0.001/min_lr: 0.5/' "$tmp/h.yaml" >"$tmp/minlr.yaml"
+expect min-lr-above-lr 1 'minlr.yaml:4:[0-9]+: schedule.min_lr: expected at most optimizer.lr \(0.05\): the cosine schedule decays from lr to min_lr, got .0.5.' -- "$mnemo" plan "$tmp/minlr.yaml"
+sed 's/^data:$/data:\n  eval_batch: 8/' "$cfg" >"$tmp/gev.yaml"
+expect graph-eval-batch 1 'gev.yaml:[0-9]+:[0-9]+: data.eval_batch: expected no eval_batch here: a graph config is evaluated at the batch of its graph.s inputs' -- "$mnemo" plan "$tmp/gev.yaml"
+# - a write cut short by the file-size limit leaves no torn line in the metrics file.
+printf 'model: {type: resnet, style: cifar, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 40, eval_size: 10}\ntrain: {steps: 40, seed: 3, threads: 1, metrics: %s/lim.jsonl}\n' "$tmp" >"$tmp/lim.yaml"
+expect metrics-size-limit 1 "writing the metrics file '.*lim.jsonl' failed: File too large" -- bash -c "ulimit -f 4; exec \"$mnemo\" train \"$tmp/lim.yaml\" --no-eval"
+python3 -c "
+import json, sys
+t = open(sys.argv[1]).read()
+assert t.endswith('\n') and len(t) <= 4096, len(t)
+[json.loads(l) for l in t.splitlines()]" "$tmp/lim.jsonl"
+verdict metrics-no-torn-line $? "$(tail -c 120 "$tmp/lim.jsonl")"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

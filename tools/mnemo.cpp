@@ -106,6 +106,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
              const std::string& order, double placement_seconds, int ranks) {
   mnemo::Config c = config_or_onnx(path, batch);
   if (!device_name.empty()) c.device = device_name;  // (the model's layout depends on it)
+  mnemo::use_config_threads(c);
   if (!order.empty()) c.order = order;
   if (placement_seconds >= 0) c.placement_seconds = placement_seconds;
   // Workspace sizes are the backend's (cuDNN's algorithms on a GPU), so a device plan needs the device.

@@ -1,6 +1,9 @@
 // Checkpoint save/load (see checkpoint.h).
 #include "train/session/checkpoint.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "train/session/safetensors.h"
@@ -28,6 +31,12 @@ void save_checkpoint(const std::string& path, const ParamStore& params, const Sg
       {"mnemo_version", MNEMO_VERSION}};
   std::map<std::string, std::string> all = meta;
   if (!state.data_order.empty()) all["data_order"] = state.data_order;
+  if (!state.training.empty()) all["training"] = state.training;
+  if (std::isfinite(state.loss_ema)) {
+    char ema[32];
+    std::snprintf(ema, sizeof ema, "%.17g", state.loss_ema);
+    all["loss_ema"] = ema;
+  }
   write_safetensors(path, tensors, all);
 }
 
@@ -85,6 +94,14 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
   s.data_position = meta_int(f, path, "data_position");
   s.seed = static_cast<uint64_t>(meta_int(f, path, "seed"));
   if (auto it = f.metadata.find("data_order"); it != f.metadata.end()) s.data_order = it->second;
+  if (auto it = f.metadata.find("training"); it != f.metadata.end()) s.training = it->second;
+  if (auto it = f.metadata.find("loss_ema"); it != f.metadata.end()) {
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    MNEMO_CHECK(!it->second.empty() && *end == 0 && std::isfinite(v))
+        << "checkpoint " << path << ": metadata 'loss_ema' is '" << it->second << "', expected a finite number";
+    s.loss_ema = v;
+  }
   check_state_finite(params.specs(), f.tensors, "checkpoint " + path, "param/");  // (before anything is restored)
   for (auto& [dst, src] : copies) std::memcpy(dst->data(), src->data(), dst->bytes());
   return s;

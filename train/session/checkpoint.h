@@ -1,12 +1,14 @@
 // Training checkpoints in the safetensors format (train/session/safetensors.h, docs/FORMATS.md):
 //   "param/<name>"     every parameter (weights and running statistics), float32
 //   "velocity/<name>"  SGD momentum buffer of every trainable parameter
-//   metadata: format "mnemo-checkpoint-1", step, data_position (batches consumed), seed,
-//             model_signature (every parameter's name and type), config, mnemo version.
+//   metadata: format "mnemo-checkpoint-2", step, data_position (batches consumed), seed,
+//             model_signature (every parameter's name and type), config, mnemo version, and
+//             (since they were added; older checkpoints lack them) data_order, training, loss_ema.
 // Saving is atomic (temp file, fsync, rename): a crash or kill mid-save leaves the previous
 // checkpoint intact. Loading refuses a corrupt file or one made for another model, naming the
 // file and the first mismatch.
 #pragma once
+#include <limits>
 #include <string>
 
 #include "train/session/param_store.h"
@@ -22,6 +24,10 @@ struct TrainState {
   // examples"): a resume reading other batches would land elsewhere in the data. Empty in
   // checkpoints saved before it was written (not checked then).
   std::string data_order;
+  // The optimiser and schedule it was training with (metadata "training", describe_training) and
+  // the step log's running mean of the loss (metadata "loss_ema"): empty and NaN in older ones.
+  std::string training;
+  double loss_ema = std::numeric_limits<double>::quiet_NaN();
 };
 
 std::string model_signature(const ParamStore& params);

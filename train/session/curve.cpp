@@ -13,6 +13,7 @@
 #include "train/config/files.h"
 #include "train/session/device_state.h"
 #include "train/session/pipeline.h"
+#include "train/session/session.h"
 
 namespace mnemo {
 
@@ -121,6 +122,7 @@ int run_budget_curve(const CurveOptions& opt) {
   for (const std::string& m : opt.modes) parse_memory_mode(m);
   Config c = base_config(opt.model);
   if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
+  use_config_threads(c);
   const std::unique_ptr<Device> device = open_device(opt.device);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   const MirrorResult top = plan_pipeline(c, p, "budget=1x", device.get());
@@ -200,6 +202,7 @@ int run_curve(const CurveOptions& opt) {
   for (const std::string& m : opt.modes) parse_memory_mode(m);
   Config base = base_config(opt.model);
   if (!opt.device.empty()) base.device = opt.device;  // (the model's layout depends on it)
+  use_config_threads(base);
   const std::unique_ptr<Device> device = open_device(opt.device);
   // Every value's model first (an error names the value, not only the config's key it sets), and
   // no value twice.

@@ -75,12 +75,22 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
+  // A write cut short (the file-size limit, a full disk) left part of the line: the file is cut
+  // back to where the line began, so no torn record stays in it.
+  const off_t begin = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    MNEMO_CHECK(n > 0) << "writing the metrics file '" << path_ << "' failed: " << std::strerror(n < 0 ? errno : EIO)
-                       << " (a full disk or the file-size limit?)";
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      if (done > 0 && begin >= 0 && ::ftruncate(fd_, begin) != 0) {
+        MNEMO_FAIL() << "writing the metrics file '" << path_ << "' failed: " << std::strerror(err)
+                     << " (a full disk or the file-size limit?), and cutting off the part of its last line written failed: "
+                     << std::strerror(errno);
+      }
+      MNEMO_FAIL() << "writing the metrics file '" << path_ << "' failed: " << std::strerror(err) << " (a full disk or the file-size limit?)";
+    }
     done += static_cast<size_t>(n);
   }
 }

@@ -196,6 +196,7 @@ class Trainer {
   void print_progress(double loss, double lr, double rate);
   void checkpoint(const std::string& path);
   Evaluator::Result evaluate();
+  nlohmann::json eval_record(const Evaluator::Result& er) const;
   void print_profile(int64_t steps) const;
 
   Clock::time_point created_ = Clock::now();  // first member: setup time counts from here
@@ -227,6 +228,7 @@ class Trainer {
   int64_t device_peak_ = 0;        // memory in use, sampled after steps and evaluations
   bool tty_ = false;
   double loss_ema_ = 0;
+  bool ema_set_ = false;  // loss_ema_ holds a value (a step's, or the checkpoint's)
   double last_loss_ = 0;
   int64_t first_ = 0;
 };
@@ -266,6 +268,12 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
         << "checkpoint " << opt.resume << " was saved reading " << state_.data_order << "; this run reads " << data_order(c, *train_)
         << ": its data position (" << state_.data_position << " batches) would point elsewhere in the data; resume with the "
         << "data settings it was saved with";
+    const std::string now = describe_training(c.optimizer, c.schedule, total_);
+    if (!state_.training.empty() && state_.training != now)
+      std::printf("note: checkpoint %s was training with %s; this run trains with %s (its learning rate and update "
+                  "apply from step %lld on)\n",
+                  opt.resume.c_str(), state_.training.c_str(), now.c_str(), static_cast<long long>(state_.step + 1));
+    if (std::isfinite(state_.loss_ema)) loss_ema_ = state_.loss_ema, ema_set_ = true;
     if (state_.data_order.empty())  // (saved before checkpoints recorded it: nothing to check against)
       std::printf("note: checkpoint %s does not record the data it was saved reading (an older checkpoint): its data "
                   "position (%lld batches) is taken as counting this run's %s\n",
@@ -274,6 +282,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
   state_.data_order = data_order(c, *train_);  // what this run's checkpoints record
+  state_.training = describe_training(c.optimizer, c.schedule, total_);
   // On a GPU the step is captured once and replayed, a data-parallel one too: its NCCL gathers on
   // their own stream join the capture through the events that order them (docs/PARALLEL.md).
   step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
@@ -300,7 +309,8 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
         << "order and memory mode without a time limit for data parallelism (docs/PARALLEL.md)";
   }
   // Rank 0 writes what one process would (metrics, checkpoints); every rank trains.
-  if (!c.run.metrics.empty() && rank_ == 0) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
+  // (Not opened when there is nothing to train: opening cuts it back to the checkpoint's step.)
+  if (!c.run.metrics.empty() && rank_ == 0 && state_.step < total_) metrics_ = std::make_unique<MetricsLog>(c.run.metrics, state_.step);
   if (!c.checkpoint.dir.empty() && rank_ == 0) {
     std::error_code ec;
     MNEMO_CHECK(!std::filesystem::exists(c.checkpoint.dir, ec) || std::filesystem::is_directory(c.checkpoint.dir, ec))
@@ -326,6 +336,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
 void Trainer::checkpoint(const std::string& path) {
   if (rank_ != 0) return;  // the ranks hold the same parameters: rank 0 saves them
   state_.data_position = loader_.position() - (staged_ ? 1 : 0);
+  state_.loss_ema = ema_set_ ? loss_ema_ : std::numeric_limits<double>::quiet_NaN();
   step_->params().download();
   save_checkpoint(path, params_, sgd_, state_, opt_.config);
 }
@@ -341,6 +352,12 @@ Evaluator::Result Trainer::evaluate() {
                                       << 100 * er.accuracy << "% on " << er.examples
                                       << " examples): a weight or a running statistic is not finite";
   return er;
+}
+
+// The metrics record of an evaluation: the loss over the examples of full batches (null when none).
+nlohmann::json Trainer::eval_record(const Evaluator::Result& er) const {
+  return {{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_examples", er.examples}, {"test_loss", er.loss},
+          {"test_loss_examples", er.loss_examples}};
 }
 
 void Trainer::print_progress(double loss, double lr, double rate) {
@@ -379,6 +396,13 @@ int Trainer::run() {
               opt_.config.c_str(), c_.model_type.c_str(), p_.model.layout_note().c_str(), p_.model.layers, step_->training().graph.size(),
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
+  // The loader's batches are full: what does not fill the last one of an epoch is left out (other
+  // examples each epoch when shuffled, as PyTorch's drop_last).
+  const int64_t left_out = train_->size() - loader_.batches_per_epoch() * c_.data.batch;
+  if (left_out > 0)
+    std::printf("  each epoch leaves %lld of its %lld shuffled training examples out (batches are full: %lld x %lld)\n",
+                static_cast<long long>(left_out), static_cast<long long>(train_->size()),
+                static_cast<long long>(loader_.batches_per_epoch()), static_cast<long long>(c_.data.batch));
   print_report(ps.report, step_->executor().allocated_bytes(), "");
   if (dp_ && ranks_ == 1)
     std::printf("data parallel: 1 rank (parallel.reduce_one_rank: the all-reduce path kept to measure it), gradients "
@@ -445,36 +469,43 @@ int Trainer::run() {
     if (state_.step - first_ < 3 || (state_.step + 1) % 50 == 0) device_peak_ = std::max(device_peak_, device_->memory_in_use());
     ++state_.step;
     last_loss_ = loss;
-    loss_ema_ = state_.step - first_ == 1 ? loss : 0.95 * loss_ema_ + 0.05 * loss;
+    loss_ema_ = ema_set_ ? 0.95 * loss_ema_ + 0.05 * loss : loss;  // (continued from a checkpoint's)
+    ema_set_ = true;
     const double rate = (state_.step - first_) / seconds_since(t0);
     if (metrics_)
       metrics_->write({{"step", state_.step}, {"epoch", static_cast<double>(state_.step) / loader_.batches_per_epoch()},
                        {"loss", loss}, {"lr", lr}, {"steps_per_s", rate}, {"examples_per_s", rate * c_.data.batch}});
     print_progress(loss, lr, rate);
-    if (!c_.checkpoint.dir.empty() && c_.checkpoint.every && state_.step % c_.checkpoint.every == 0) {
-      checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
-      saved_at = state_.step;
-    }
+    // An evaluation due at this step runs before its checkpoint: a run killed during the
+    // evaluation resumes from the checkpoint before and evaluates again (the other way round its
+    // metrics record was lost: the checkpoint said the step was done). The last step's evaluation
+    // and checkpoint come after the loop, in the same order.
     if (c_.run.eval_every && state_.step % c_.run.eval_every == 0 && state_.step < total_ && c_.data.eval && rank_ == 0) {
       const Evaluator::Result er = evaluate();
       if (tty_) std::printf("\n");
       std::printf("eval at step %lld: test accuracy %.2f%% (%lld examples)\n", static_cast<long long>(state_.step),
                   100 * er.accuracy, static_cast<long long>(er.examples));
-      if (metrics_) metrics_->write({{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}});
+      if (metrics_) metrics_->write(eval_record(er));
+    }
+    if (!c_.checkpoint.dir.empty() && c_.checkpoint.every && state_.step % c_.checkpoint.every == 0 && state_.step < total_) {
+      checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
+      saved_at = state_.step;
     }
   }
   if (tty_) std::printf("\n");
   const double train_s = seconds_since(t0);
   const int64_t steps = state_.step - first_;
   if (opt_.profile) print_profile(steps);
-  if (!c_.checkpoint.dir.empty() && saved_at != state_.step) checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
-  if (!opt_.checkpoint.empty()) checkpoint(opt_.checkpoint);
   if (steps > 0) {
     const double final_loss = last_loss_;  // (with several ranks: the global batch's)
     std::printf("trained %lld steps in %.1f min (%.4f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(steps),
                 train_s / 60, train_s / steps, final_loss, loss_ema_);
   } else {
-    std::printf("nothing to train: already at step %lld of %lld\n", static_cast<long long>(state_.step), static_cast<long long>(total_));
+    // A run with nothing to do writes nothing: rewriting checkpoint.dir's checkpoint or --checkpoint
+    // with the state resumed from would put an older state over a newer one, and the metrics file
+    // is left as it is (not cut back to the checkpoint's step, no evaluation record added).
+    std::printf("nothing to train: already at step %lld of %lld (no checkpoint or metrics written)\n",
+                static_cast<long long>(state_.step), static_cast<long long>(total_));
   }
   if (dp_ && steps > 0) {
     // Every rank's communication time (gathers on its MPI thread; waits in its step), averaged.
@@ -490,12 +521,17 @@ int Trainer::run() {
     const auto te = Clock::now();
     const Evaluator::Result er = evaluate();
     char loss[96];
-    if (er.loss_batches) std::snprintf(loss, sizeof loss, "test loss %.4f", er.loss);
+    if (er.loss_examples == er.examples) std::snprintf(loss, sizeof loss, "test loss %.4f", er.loss);
+    else if (er.loss_batches) std::snprintf(loss, sizeof loss, "test loss %.4f on the first %lld, in full batches of %lld", er.loss,
+                                            static_cast<long long>(er.loss_examples), static_cast<long long>(evaluator_->batch()));
     else std::snprintf(loss, sizeof loss, "test loss not measured: no full batch of %lld", static_cast<long long>(evaluator_->batch()));
     std::printf("test accuracy %.2f%% on %lld examples (%s, %.1f s)\n", 100 * er.accuracy, static_cast<long long>(er.examples), loss,
                 seconds_since(te));
-    if (metrics_) metrics_->write({{"step", state_.step}, {"test_accuracy", er.accuracy}, {"test_loss", er.loss}});
+    if (metrics_) metrics_->write(eval_record(er));
   }
+  // The last checkpoints, after the last evaluation (see the loop).
+  if (steps > 0 && !c_.checkpoint.dir.empty() && saved_at != state_.step) checkpoint(c_.checkpoint.dir + "/checkpoint.safetensors");
+  if (steps > 0 && !opt_.checkpoint.empty()) checkpoint(opt_.checkpoint);
   print_report(ps.report, step_->executor().allocated_bytes(), "");
   if (evaluator_) std::printf("  evaluation ran %s\n", evaluator_->borrows_arena() ? "in the training arena" : "in an arena of its own (the training arena is smaller)");
   if (!device_->host_memory()) {
@@ -567,6 +603,10 @@ DataShape data_shape_of(const Config& c, const DataSource& src) {
   return {src.sample_shape(), src.classes(), !src.label_shape().empty()};
 }
 
+void use_config_threads(const Config& c) {
+  if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
+}
+
 int run_train(const TrainOptions& opt) {
   Config c = load_config(opt.config);
   // No output may be an input or another output (a typo'd path would destroy the config or the
@@ -582,7 +622,7 @@ int run_train(const TrainOptions& opt) {
   if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
   if (!opt.device.empty()) c.device = opt.device;
   parse_memory_mode(c.memory);  // a bad mode fails before any work
-  if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
+  use_config_threads(c);
   if (!opt.save_init.empty()) {
     // Under mpirun every rank would write the same file: rank 0 does (the weights are the same).
     if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::string(r) != "0") return 0;
@@ -639,6 +679,7 @@ int run_grad(const GradOptions& opt) {
   Config c = load_config(opt.config);
   check_not_the_same_file(opt.out, "--out", {{"the config", opt.config}, {"--weights", opt.weights}, {"--batch", opt.batch}});
   if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
+  use_config_threads(c);
   TensorFile batch = read_safetensors(opt.batch);
   for (const char* k : {"data", "labels"})
     MNEMO_CHECK(batch.tensors.count(k)) << "batch file " << opt.batch << " has no tensor '" << k << "' (it needs 'data' and 'labels')";
@@ -688,7 +729,7 @@ int run_bench(const BenchOptions& opt) {
   if (!opt.order.empty()) c.order = opt.order;
   if (opt.placement_seconds >= 0) c.placement_seconds = opt.placement_seconds;
   if (opt.batch) set_batch(c, opt.batch);
-  if (c.run.threads > 0) omp_set_num_threads(c.run.threads);
+  use_config_threads(c);
   const DataShape ds = c.data.source == "text" ? data_shape_of(c, *make_source(c, Split::train)) : static_data_shape(c);
   Pipeline p = build_pipeline(c, ds, c.data.batch);
   std::unique_ptr<Device> device = open_run_device(c, opt.device);

@@ -33,6 +33,10 @@ struct TrainOptions {
 std::shared_ptr<const DataSource> make_source(const Config& c, Split split);
 DataShape data_shape_of(const Config& c, const DataSource& src);
 
+// The config's train.threads for the CPU kernels (and the CPU workspace sizes planned from the
+// thread count); 0 leaves OpenMP's default (all cores, or OMP_NUM_THREADS). Every command that
+// plans or runs a config calls it, so plan, grad, bench and train agree on bytes and bits.
+void use_config_threads(const Config& c);
 int run_train(const TrainOptions& opt);  // returns a process exit code; throws mnemo::Error
 
 struct GradOptions {

@@ -192,7 +192,7 @@ int64_t Evaluator::batch() const { return fg_.type({fg_.find(m_.data), 0}).shape
 Evaluator::Result Evaluator::run(const DataSource& test) {
   int64_t correct = 0, scored = 0;
   double loss_sum = 0;
-  int64_t batches = 0;
+  int64_t batches = 0, loss_examples = 0;
   const bool tm = time_major(c_);
   const int64_t batch = this->batch();
   for_each_eval_batch(test, batch, tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
@@ -200,11 +200,14 @@ Evaluator::Result Evaluator::run(const DataSource& test) {
     ex_->bind(m_.data, v[0]);
     ex_->bind(m_.labels, v[1]);
     ex_->run();
+    const int64_t before = scored;
     correct += count_correct(*ex_, m_, y, count, &scored);
-    if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches;
+    // (examples as scored: a per-step classifier's predictions, each step's of each sequence)
+    if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches, loss_examples += scored - before;
   });
   return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0,
-          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, batches};
+          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, batches,
+          loss_examples};
 }
 
 }  // namespace mnemo
