@@ -12,7 +12,8 @@ void dropout_k(const KernelContext& c) {  // (x, step) -> y; (dy, step) -> dx
   MNEMO_CHECK(c.in[0].dtype() == DType::f32) << "dropout on CUDA: float32 only, got " << c.in[0].type.str();
   const float pf = static_cast<float>(p.p);
   dropout_forward(context_of(c).stream, c.in[0].as<float>(), c.in[1].as<int32_t>(), c.out[0].as<float>(),
-                  c.out[0].numel(), pf, 1.0f / (1.0f - pf), static_cast<uint64_t>(p.seed));
+                  c.out[0].numel(), pf, 1.0f / (1.0f - pf), static_cast<uint64_t>(p.seed),
+                  static_cast<uint64_t>(p.offset));
 }
 
 }  // namespace

@@ -213,6 +213,14 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // Keep-all packed beside the light results: the limit (budget=0.5x) and what the step needs
   // beside its arena.
   std::vector<MemoryReport> reps = light("distinct members", plans, {0});
+  // Keep-all as `share` plans it (its order finished, its exact placement): budget=Nx is a factor
+  // of the total `mnemo plan --memory share` reports, and a SIZE that holds it chooses it (nothing
+  // recomputes less). Its best-fit packing can be above that total: budget at share's own total
+  // chose a plan that recomputed (4.1% on a small ResNet). The family's other members are
+  // compared by their best-fit totals (the plan chosen is placed exactly afterwards, plan_mirror).
+  ctx.finish_order(packed.at(0));
+  ctx.place(packed.at(0), mode.placement_seconds);
+  reps[0] = packed.at(0).planned.report;
   const MemoryReport keep_all = packed.at(0).planned.report;
   const int64_t limit = mode.budget_bytes > 0 ? mode.budget_bytes
                                               : static_cast<int64_t>(mode.budget_ratio * static_cast<double>(keep_all.total_bytes));

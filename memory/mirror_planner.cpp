@@ -331,6 +331,14 @@ void PlanContext::finish_order(MirrorResult& best) const {
   best.order = std::move(r.order);
 }
 
+void PlanContext::place(MirrorResult& r, double seconds) const {
+  const MemoryReport& rep = r.planned.report;
+  if (mode.alloc != AllocMode::share || seconds <= 0 || rep.arena_bytes <= rep.max_live_bytes) return;
+  PlannedStep p = plan_training_step(r.training, mode.alloc,
+                                     {.device = device, .kernels = r.planned.plan.kernels, .exact_seconds = seconds, .balance = mode.balance});
+  if (rep.placement == "best fit" || p.report.arena_bytes < rep.arena_bytes) r.planned = std::move(p);
+}
+
 namespace {
 // The exact placement of a sublinear fill: at most this long (plan_mirror).
 constexpr double kFillPlacementSeconds = 1.0;
@@ -510,16 +518,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       break;
     }
   }
-  // The exact placement of `r`'s plan for up to `seconds` when it is above its live-bytes bound
-  // (the candidates were compared by their best-fit packings). It replaces a best-fit packing, and
-  // an earlier exact placement only when it is smaller (each search starts from best fit).
-  auto place = [&](MirrorResult& r, double seconds) {
-    const MemoryReport& rep = r.planned.report;
-    if (mode.alloc != AllocMode::share || seconds <= 0 || rep.arena_bytes <= rep.max_live_bytes) return;
-    PlannedStep p = plan_training_step(r.training, mode.alloc,
-                                       {.device = device, .kernels = r.planned.plan.kernels, .exact_seconds = seconds, .balance = mode.balance});
-    if (rep.placement == "best fit" || p.report.arena_bytes < rep.arena_bytes) r.planned = std::move(p);
-  };
+  auto place = [&](MirrorResult& r, double seconds) { ctx.place(r, seconds); };
   ctx.finish_order(best);
   place(best, mode.placement_seconds);
   if (mode.mirror == MirrorStrategy::sublinear && mode.sublinear_fill) {

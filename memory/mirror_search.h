@@ -32,6 +32,10 @@ struct PlanContext {
   // The chosen plan with order `optimal`: re-planned with the programme's order, kept when its
   // total is no larger (the same peak or lower; packing could differ).
   void finish_order(MirrorResult& best) const;
+  // The exact placement of `r`'s plan for up to `seconds` when it is above its live-bytes bound
+  // (the candidates were compared by their best-fit packings). It replaces a best-fit packing, and
+  // an earlier exact placement only when it is smaller (each search starts from best fit).
+  void place(MirrorResult& r, double seconds) const;
 };
 
 // same[i]: the first plan equal to plans[i] (i itself when none before it is).

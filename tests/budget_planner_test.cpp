@@ -312,6 +312,7 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
     const MirrorResult top = plan_pipeline(c, p, "budget=1x");
     const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;
     EXPECT_EQ(top.planned.report.recompute_cost, 0.0) << "the whole of share's total needs no recompute";
+    EXPECT_EQ(top.budget_bytes, share_total) << "budget=1x is share's total";
     EXPECT_LE(top.planned.report.total_bytes, share_total);
     const int64_t least = top.least_feasible;
     ASSERT_GT(least, 0);
@@ -346,6 +347,28 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
     EXPECT_NE(err.find("the least total found is"), std::string::npos) << err;
     EXPECT_NE(err.find("budget=" + std::to_string(least)), std::string::npos) << err;
   }
+}
+
+// budget=SIZE at `share`'s own total recomputes nothing, and budget=1x is that total: keep-all is
+// planned as `share` plans it (its exact placement), not by its best-fit packing, which is above
+// it on this ResNet (the budget at share's total chose a plan recomputing 4.1%: found by a hunt).
+TEST(MirrorPlanner, BudgetAtSharesOwnTotalRecomputesNothing) {
+  Config c = parse_config("model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
+                          "data: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 64}\ntrain: {steps: 1}\n",
+                          "r8.yaml");
+  const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+  const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;
+  Config fit_only = c;
+  fit_only.placement_seconds = 0;
+  const int64_t best_fit_total = plan_pipeline(fit_only, p, "share").planned.report.total_bytes;
+  ASSERT_GT(best_fit_total, share_total) << "the case needs a best-fit packing above the exact one";
+  const MirrorResult at = plan_pipeline(c, p, "budget=" + std::to_string(share_total));
+  EXPECT_EQ(at.planned.report.recompute_cost, 0.0);
+  EXPECT_EQ(at.planned.report.total_bytes, share_total);
+  const MirrorResult one = plan_pipeline(c, p, "budget=1x");
+  EXPECT_EQ(one.budget_bytes, share_total);
+  EXPECT_EQ(one.planned.report.recompute_cost, 0.0);
+  EXPECT_GT(plan_pipeline(c, p, "budget=" + std::to_string(share_total - 1)).planned.report.recompute_cost, 0.0);
 }
 
 // Fill members (docs/MEMORY.md "The family"): a plan filled up to a level has live bytes within it,

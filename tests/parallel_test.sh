@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data parallelism end to end (docs/PARALLEL.md): `mpirun -np N mnemo train` against one process
-# on the same global batches, for models without batch norm (an MLP graph and an LSTM, whose
-# time-major batches are sharded along their second axis): per-step losses and the weights after
+# on the same global batches, for models without batch norm (an MLP graph, the same with dropout,
+# and an LSTM, whose time-major batches are sharded along their second axis): per-step losses and the weights after
 # the run within 1e-5 relative for N = 2 and 3; two runs of N = 2 bitwise equal; a resumed run
 # bitwise equal to an uninterrupted one; one rank with parallel.reduce_one_rank bitwise equal to one
 # process; a batch that does not divide over the ranks is a clear
@@ -140,7 +140,13 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-for model in mlp lstm; do
+# The MLP with dropout: each rank draws the masks of its rows of the global batch (DropoutParams'
+# offset); every rank drew the first rows' masks before.
+sed -e 's/    - {name: halves, op: split, inputs: \[a1\]/    - {name: a1d, op: dropout, inputs: [a1], attrs: {p: 0.3}}\n    - {name: halves, op: split, inputs: [a1d]/' \
+  "$tmp/mlp.yaml" >"$tmp/mlp_dropout.yaml"
+grep -q 'op: dropout' "$tmp/mlp_dropout.yaml"
+verdict "the dropout MLP's config has its dropout node" $? "$(sed -n 10,20p "$tmp/mlp_dropout.yaml")"
+for model in mlp lstm mlp_dropout; do
   check "$model: one process" run "$model-1" 1 "$tmp/$model.yaml"
   for n in 2 3; do
     check "$model: $n ranks" run "$model-$n" "$n" "$tmp/$model.yaml"

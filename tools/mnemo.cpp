@@ -90,7 +90,8 @@ int run_import(const std::string& model, const std::string& out, std::string wei
   }
   mnemo::write_file_atomically(out, imp.yaml, "config file");
   const mnemo::ModelStats st = mnemo::model_stats(p.model.builder);
-  std::printf("%s: %lld nodes, %lld parameter tensors (%lld values), batch %lld, data %s -> wrote %s\n", model.c_str(),
+  // (the tensors count the running statistics too; the values are the trainable ones, as plan's "parameters")
+  std::printf("%s: %lld nodes, %lld parameter tensors (%lld trainable values), batch %lld, data %s -> wrote %s\n", model.c_str(),
               static_cast<long long>(imp.nodes), static_cast<long long>(imp.params), static_cast<long long>(st.params),
               static_cast<long long>(c.data.batch), mnemo::shape_str(p.data.sample).c_str(), out.c_str());
   for (const std::string& note : imp.notes) std::printf("note: %s\n", note.c_str());

@@ -3,9 +3,23 @@
 
 namespace mnemo {
 
-Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks, bool reduce_one_rank) {
+Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks, bool reduce_one_rank, int rank) {
   MNEMO_CHECK(ranks >= 1) << "ranks must be at least 1, got " << ranks;
+  MNEMO_CHECK(rank >= 0 && rank < ranks) << "rank " << rank << " is not one of " << ranks;
   Pipeline p{data, build_model(c, data, batch, true), {}, ranks, reduce_one_rank};
+  if (rank > 0) {
+    // Rank r holds rows [r * batch, (r + 1) * batch) of the global batch: a dropout input whose
+    // first dimension is the batch starts at element r * numel of the global one's. (Where the
+    // batch is not the first dimension, e.g. time-major sequences, the ranks' masks still differ,
+    // but are not one process's.)
+    Graph& g = p.model.builder.graph();
+    for (size_t v = 0; v < g.size(); ++v) {
+      Node& n = g.node(static_cast<int>(v));
+      if (n.op->name != "dropout") continue;
+      n.attrs["offset"] = static_cast<int64_t>(rank) * g.type(n.inputs[0]).numel();
+      n.params = n.op->parse(n.attrs);
+    }
+  }
   const Graph& fwd = p.model.builder.graph();
   for (const auto& [name, k] : c.mirror) {
     const int id = fwd.find(name);

@@ -21,7 +21,10 @@ struct Pipeline {
 // (an unknown node name is an error naming the config). `ranks` > 1: one rank's part of a
 // data-parallel step (`batch` is then the rank's share of the global batch). `reduce_one_rank`: with
 // one rank, the all-reduce nodes anyway (a one-rank run with parallel.reduce_one_rank).
-Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks = 1, bool reduce_one_rank = false);
+// `rank` (data parallelism): this process's rank; its dropout nodes draw the masks of its share of
+// the global batch (DropoutParams::offset), so the ranks together draw one process's masks.
+Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, int ranks = 1, bool reduce_one_rank = false,
+                        int rank = 0);
 
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").
 // `with_update`: the config's SGD update inside the step (training); false: the gradients are the
