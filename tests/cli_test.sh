@@ -79,7 +79,8 @@ expect budget-too-small 1 "no plan fits in .*the least total found is .*use budg
 expect budget-bad 1 "expected budget=SIZE" -- "$mnemo" plan "$cfg" --memory budget=2QB
 expect bench 0 'median [0-9.]+ s/step' -- "$mnemo" bench "$cfg" --steps 2 --warmup 0
 expect train 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 5 --memory sublinear
-expect train-profile 0 'profile \(3 steps' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile
+expect train-profile 0 'profile \(2 steps after the run.s first, whose one-off costs are left out' -- "$mnemo" train "$cfg" --steps 3 --no-eval --profile
+expect train-profile-one 0 'profile \(1 step, the first with its one-off costs' -- "$mnemo" train "$cfg" --steps 1 --no-eval --profile
 expect save-init 0 'wrote the initial weights' -- "$mnemo" train "$cfg" --save-init "$tmp/w.safetensors"
 expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --out "$tmp/curve" --no-plot
 expect curve-budget 0 'sublinear +total +[0-9.]+ [KMG]iB, recompute' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --budgets 3 --memory share,sublinear --out "$tmp/curve-budget" --no-plot

@@ -390,7 +390,7 @@ void Trainer::print_profile(int64_t steps) const {
   // (The run's first step is left out when there are more: its one-off costs, the kernels' first
   // calls and first touches of memory, were most of a small model's profile: 21 ms of one op.)
   if (profile_reset_) steps -= 1;
-  std::printf("profile (%lld steps%s, %.3f s/step in kernels):\n", static_cast<long long>(steps),
+  std::printf("profile (%lld step%s%s, %.3f s/step in kernels):\n", static_cast<long long>(steps), steps == 1 ? "" : "s",
               profile_reset_ ? " after the run's first, whose one-off costs are left out" : ", the first with its one-off costs",
               sum / std::max<int64_t>(1, steps));
   for (const auto& [t, op] : rows)
