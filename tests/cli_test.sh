@@ -311,5 +311,27 @@ t = open(sys.argv[1]).read()
 assert t.endswith('\n') and len(t) <= 4096, len(t)
 [json.loads(l) for l in t.splitlines()]" "$tmp/lim.jsonl"
 verdict metrics-no-torn-line $? "$(tail -c 120 "$tmp/lim.jsonl")"
+# Found by a third hunt (2026-11-28):
+# - --save-init over the config's metrics file or checkpoint.dir's checkpoint (both destroyed, exit 0).
+{ cat "$cfg"; echo "checkpoint: {dir: $tmp/sick}"; } | sed "s|^train:|train:\n  metrics: $tmp/si.jsonl|" >"$tmp/si.yaml"
+expect save-init-over-metrics 1 "--save-init '$tmp/si.jsonl' is the same file as train.metrics" -- "$mnemo" train "$tmp/si.yaml" --save-init "$tmp/si.jsonl"
+expect save-init-over-checkpoint 1 "--save-init '$tmp/sick/checkpoint.safetensors' is the same file as .*si.yaml: checkpoint.dir's checkpoint" -- "$mnemo" train "$tmp/si.yaml" --save-init "$tmp/sick/checkpoint.safetensors"
+# - --save-init with --resume (or --init) writes those weights (it wrote the config's initialisation);
+#   with --steps or --checkpoint it is refused (they were ignored).
+expect save-init-from-resume 0 "wrote the weights of checkpoint .*h4.ck \(step 4\)" -- "$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" --save-init "$tmp/h4w.safetensors"
+"$mnemo" train "$tmp/h.yaml" --save-init "$tmp/h0w.safetensors" >/dev/null 2>&1
+! cmp -s "$tmp/h4w.safetensors" "$tmp/h0w.safetensors"
+verdict save-init-from-resume-differs $? "the checkpoint's weights file equals the initial weights"
+expect save-init-from-resume-loads 0 'initial weights from' -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --steps 1 --no-eval
+expect save-init-steps 1 '--save-init writes the weights a run would start from and trains nothing: --checkpoint and --steps do not apply' -- "$mnemo" train "$tmp/h.yaml" --save-init "$tmp/x.safetensors" --steps 3
+# - an option given an empty value ("--checkpoint $OUT" with OUT unset) read as not given.
+expect empty-option 2 "--checkpoint: expected a value, got an empty string" -- "$mnemo" train "$cfg" --steps 1 --checkpoint ''
+expect empty-option-memory 2 "--memory: expected a value, got an empty string" -- "$mnemo" bench "$cfg" --memory ''
+# - a memory mode given twice to curve (every point planned twice, its rows repeated).
+expect curve-mode-twice 1 '--memory: share is given twice' -- "$mnemo" curve "$r20" --vary depth --values 8,14 --memory share,share --device host --out "$tmp/cvm" --no-plot
+# - --profile on a run with nothing to train printed an empty profile.
+out=$("$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" --steps 4 --profile 2>&1)
+grep -q 'nothing to train' <<<"$out" && ! grep -q '^profile (' <<<"$out"
+verdict profile-nothing-to-train $? "$out"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

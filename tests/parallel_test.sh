@@ -270,5 +270,12 @@ if ! command -v nvidia-smi >/dev/null; then
   fi
 fi
 
+# Under mpirun only train is data-parallel: bench (and grad, plan, curve) ran one copy per rank,
+# two benches competing for the cores and two grads writing one file.
+out=$(mpi 2 "$mnemo" bench "$tmp/mlp-1.yaml" --steps 1 --warmup 0 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] && grep -q "mnemo bench under mpirun with 2 ranks: only 'mnemo train' runs data-parallel" <<<"$out"
+verdict "bench under mpirun is refused (exit $rc)" $? "$out"
+
 echo "parallel: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -373,10 +373,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, mnemo::kMaxSteps));
   train->add_option("--resume", topt.resume, "continue from this checkpoint")->check(CLI::ExistingFile);
   train->add_option("--device", topt.device, "cpu, cuda or cuda:N (overrides the config)");
-  train->add_option("--save-init", topt.save_init, "write the initial weights (safetensors) and exit");
+  train->add_option("--save-init", topt.save_init, "write the weights the run would start from (safetensors: the config's initialisation, or --init's or --resume's) and exit");
   train->add_option("--init", topt.init, "start from these weights (safetensors; names as docs/FORMATS.md)")->check(CLI::ExistingFile);
   train->add_option("--checkpoint", topt.checkpoint, "also write the final checkpoint to this file");
-  train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end");
+  train->add_flag("!--no-eval", topt.eval, "skip the test-set evaluation at the end (train.eval_every's evaluations still run)");
   train->add_flag("--profile", topt.profile, "print the time spent per op");
   train->add_flag("--force", topt.force, "skip the pre-flight check that the planned step fits the device's memory");
   train->add_flag("--eager", topt.eager, "on a GPU: launch kernels node by node instead of replaying the captured step (CUDA graph)");
@@ -418,6 +418,13 @@ int main(int argc, char** argv) {
   curve->add_option("--device", copt.device, "plan for cpu, cuda or cuda:N (the device's workspace sizes)")->capture_default_str();
   try {
     app.parse(argc, argv);
+    // An option given with an empty value ("--checkpoint $OUT" with OUT unset) is an error: it
+    // read as the option not given (a run trained and saved no final checkpoint, silently).
+    for (const CLI::App* sub : app.get_subcommands())
+      for (const CLI::Option* o : sub->get_options())
+        if (o->count() > 0)
+          for (const std::string& r : o->results())
+            if (r.empty()) throw CLI::ValidationError(o->get_name(), "expected a value, got an empty string");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // A bad command line is a usage error (exit 2) with a sentence, like every other error.
@@ -427,6 +434,11 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     (void)mnemo::ops::cpu_gemm_library();  // a bad MNEMO_CPU_GEMM fails every command at once, with its message
+    // Under mpirun only `train` is data-parallel; any other command would run one copy per rank
+    // (two benches competing for the cores, two grads writing one file).
+    if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::string(n) != "1" && !app.got_subcommand("train"))
+      MNEMO_FAIL() << "mnemo " << app.get_subcommands().front()->get_name() << " under mpirun with " << n
+                   << " ranks: only 'mnemo train' runs data-parallel; run it without mpirun (every rank would run its own copy)";
     if (app.got_subcommand("ops")) print_ops();
     if (app.got_subcommand("train")) rc = mnemo::run_train(topt);
     if (app.got_subcommand("grad")) rc = mnemo::run_grad(gopt);

@@ -61,12 +61,13 @@ class GzFile {
     read(b, 4, what);
     return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
   }
-  // Checks that nothing follows (and, for gzip, that the stream ends with a valid trailer).
-  void expect_end() {
+  // Checks that nothing follows `claim` (what the header says the file holds), and for gzip that
+  // the stream ends with a valid trailer.
+  void expect_end(const std::string& claim) {
     unsigned char c;
     const int r = gzread(f_, &c, 1);
     if (r < 0) fail_corrupt("the end of the stream");
-    MNEMO_CHECK(r == 0) << "'" << path_ << "' has unexpected data after the last item";
+    MNEMO_CHECK(r == 0) << "'" << path_ << "': the header claims " << claim << " but the file holds more: corrupt";
     // A stream cut inside its trailer delivers all the data, then reports "unexpected end of file".
     if (stream_error()) fail_corrupt("the end of the stream");
   }
@@ -90,35 +91,34 @@ class GzFile {
 };
 
 // The bytes the stream of `path` holds once decompressed: the file size of a plain file; for a
-// gzip file its trailer's ISIZE (the uncompressed length mod 2^32), read without decompressing, so
-// a header claiming more than the file holds is refused before anything is allocated.
+// gzip file only a bound, from its size (deflate expands at most ~1032x), so a header claiming
+// more than the file can hold is refused before anything is allocated. (The last trailer's ISIZE
+// is not the length of a gzip file of several members, which zlib reads as one stream: a valid
+// file was refused. A gzip file shorter than its header says fails while it is read.)
 struct StreamSize {
-  uint64_t bytes = 0;
-  bool mod32 = false;      // gzip: known modulo 2^32 only
-  uint64_t compressed = 0; // gzip: the file's size (deflate expands at most ~1032x)
+  uint64_t bytes = 0;      // a plain file's size
+  bool gzip = false;
+  uint64_t compressed = 0; // gzip: the file's size
 };
 StreamSize stream_size(const std::string& path, const std::string& what) {
   const int64_t size = regular_file_size(path, what);
   std::ifstream in(path, std::ios::binary);
   unsigned char head[2] = {0, 0};
   in.read(reinterpret_cast<char*>(head), 2);
-  if (!(size >= 18 && head[0] == 0x1f && head[1] == 0x8b)) return {static_cast<uint64_t>(size), false};
-  unsigned char tail[4];
-  in.seekg(size - 4);
-  in.read(reinterpret_cast<char*>(tail), 4);
-  MNEMO_CHECK(in.gcount() == 4) << "'" << path << "': cannot read the gzip trailer";
-  return {uint64_t{tail[0]} | uint64_t{tail[1]} << 8 | uint64_t{tail[2]} << 16 | uint64_t{tail[3]} << 24, true,
-          static_cast<uint64_t>(size)};
+  if (!(size >= 18 && head[0] == 0x1f && head[1] == 0x8b)) return {static_cast<uint64_t>(size), false, 0};
+  return {0, true, static_cast<uint64_t>(size)};
 }
 
 // Throws unless a stream of `s` bytes holds exactly `expected` (the header's claim).
 void expect_stream_size(const StreamSize& s, uint64_t expected, const std::string& path, const std::string& claim) {
-  // The trailer's length is only what the file says: a claim beyond what deflate can expand the
-  // file to is refused too (a forged trailer must not buy a 7.8 GB allocation).
-  const bool ok = s.mod32 ? (expected & 0xffffffffu) == s.bytes && expected <= 1032 * s.compressed + 1024 : expected == s.bytes;
-  MNEMO_CHECK(ok) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but the file holds "
-                  << s.bytes << " bytes" << (s.mod32 ? " once decompressed (gzip trailer)" : "")
-                  << ": truncated or corrupt";
+  if (s.gzip) {
+    const uint64_t most = 1032 * s.compressed + 1024;
+    MNEMO_CHECK(expected <= most) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but a gzip file of "
+                                  << s.compressed << " bytes decompresses to at most " << most << ": truncated or corrupt";
+    return;
+  }
+  MNEMO_CHECK(expected == s.bytes) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but the file holds "
+                                   << s.bytes << " bytes: truncated or corrupt";
 }
 
 // dir/name.gz, or the uncompressed dir/name when only that exists.
@@ -158,7 +158,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
   expect_stream_size(image_bytes, 16 + uint64_t{n} * kRows * kCols, image_path, std::to_string(n) + " images");
   pixels_.resize(size_t{n} * kRows * kCols);
   images.read(pixels_.data(), pixels_.size(), std::to_string(n) + " images of 28x28 pixels");
-  images.expect_end();
+  images.expect_end(std::to_string(n) + " images (" + std::to_string(16 + uint64_t{n} * kRows * kCols) + " bytes)");
 
   const StreamSize label_bytes = stream_size(label_path, "Fashion-MNIST file");
   GzFile labels(label_path);
@@ -169,7 +169,7 @@ FashionMnist::FashionMnist(const std::string& dir, Split split) {
   expect_stream_size(label_bytes, 8 + uint64_t{n}, label_path, std::to_string(n) + " labels");
   labels_.resize(n);
   labels.read(labels_.data(), labels_.size(), std::to_string(n) + " labels");
-  labels.expect_end();
+  labels.expect_end(std::to_string(n) + " labels (" + std::to_string(8 + uint64_t{n}) + " bytes)");
   for (size_t i = 0; i < labels_.size(); ++i)
     MNEMO_CHECK(labels_[i] < kClasses) << "'" << label_path << "': label " << int{labels_[i]} << " of example " << i
                                        << " is out of range [0," << kClasses << ")";

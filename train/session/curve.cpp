@@ -1,6 +1,7 @@
 // Memory curves (see curve.h).
 #include "train/session/curve.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -120,6 +121,9 @@ int run_budget_curve(const CurveOptions& opt) {
   MNEMO_CHECK(opt.values.empty() != (opt.budgets == 0)) << "--vary budget: give either --values (MiB) or --budgets N";
   for (int64_t v : opt.values) MNEMO_CHECK(v >= 1 && v <= 1 << 30) << "--values: each budget must be in [1, 2^30] MiB, got " << v;
   for (const std::string& m : opt.modes) parse_memory_mode(m);
+  for (size_t i = 0; i < opt.modes.size(); ++i)  // (each point was planned twice, its CSV rows repeated)
+    MNEMO_CHECK(std::find(opt.modes.begin(), opt.modes.begin() + i, opt.modes[i]) == opt.modes.begin() + i)
+        << "--memory: " << opt.modes[i] << " is given twice";
   Config c = base_config(opt.model);
   if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   use_config_threads(c);
@@ -200,6 +204,9 @@ int run_curve(const CurveOptions& opt) {
     MNEMO_CHECK(v >= 1 && v <= 100000) << "--values: each value must be in [1, 100000], got " << v;
   MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
   for (const std::string& m : opt.modes) parse_memory_mode(m);
+  for (size_t i = 0; i < opt.modes.size(); ++i)  // (each point was planned twice, its CSV rows repeated)
+    MNEMO_CHECK(std::find(opt.modes.begin(), opt.modes.begin() + i, opt.modes[i]) == opt.modes.begin() + i)
+        << "--memory: " << opt.modes[i] << " is given twice";
   Config base = base_config(opt.model);
   if (!opt.device.empty()) base.device = opt.device;  // (the model's layout depends on it)
   use_config_threads(base);

@@ -504,7 +504,7 @@ int Trainer::run() {
   if (tty_) std::printf("\n");
   const double train_s = seconds_since(t0);
   const int64_t steps = state_.step - first_;
-  if (opt_.profile) print_profile(steps);
+  if (opt_.profile && steps > 0) print_profile(steps);
   if (steps > 0) {
     const double final_loss = last_loss_;  // (with several ranks: the global batch's)
     std::printf("trained %lld steps in %.1f min (%.4f s/step); final loss %.4f (avg %.4f)\n", static_cast<long long>(steps),
@@ -622,7 +622,8 @@ int run_train(const TrainOptions& opt) {
   // weights). Resuming from --checkpoint's own file is allowed: the run continues and replaces it.
   const std::vector<std::pair<std::string, std::string>> read{{"the config", opt.config}, {"--init", opt.init}};
   const std::string in_dir = c.checkpoint.dir.empty() ? "" : c.checkpoint.dir + "/checkpoint.safetensors";
-  check_not_the_same_file(opt.save_init, "--save-init", {read[0], read[1], {"--resume", opt.resume}});
+  check_not_the_same_file(opt.save_init, "--save-init", {read[0], read[1], {"--resume", opt.resume}, {"train.metrics", c.run.metrics},
+                                                          {c.file + ": checkpoint.dir's checkpoint", in_dir}});
   check_not_the_same_file(opt.checkpoint, "--checkpoint", {read[0], read[1], {"train.metrics", c.run.metrics}});
   check_not_the_same_file(in_dir, c.file + ": checkpoint.dir's checkpoint", {read[0], read[1], {"train.metrics", c.run.metrics}});
   check_not_the_same_file(c.run.metrics, c.file + ": train.metrics", {read[0], read[1], {"--resume", opt.resume}});
@@ -633,15 +634,27 @@ int run_train(const TrainOptions& opt) {
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   use_config_threads(c);
   if (!opt.save_init.empty()) {
+    // Writes the weights the run would start from, and trains nothing: the config's
+    // initialisation, or --init's or --resume's weights (a checkpoint's weights as a weights file).
+    MNEMO_CHECK(opt.checkpoint.empty() && !opt.steps)
+        << "--save-init writes the weights a run would start from and trains nothing: --checkpoint and --steps do not apply";
+    MNEMO_CHECK(opt.init.empty() || opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";
     // Under mpirun every rank would write the same file: rank 0 does (the weights are the same).
     if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::string(r) != "0") return 0;
     std::shared_ptr<const DataSource> train = make_source(c, Split::train);
     const Pipeline p = build_pipeline(c, data_shape_of(c, *train), c.data.batch);
     ParamStore params(p.model.builder.graph(), p.model.builder.params(), c.run.seed);
+    std::string from = "the initial weights";
+    if (!opt.init.empty()) load_weights(opt.init, "--init", params), from = "the weights of --init " + opt.init;
+    if (!opt.resume.empty()) {
+      Sgd sgd(params, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay});
+      const TrainState st = load_checkpoint(opt.resume, params, sgd);
+      from = "the weights of checkpoint " + opt.resume + " (step " + std::to_string(st.step) + ")";
+    }
     std::vector<std::pair<std::string, TensorView>> ts;
     for (const ParamSpec& s : params.specs()) ts.push_back({s.name, params.at(s.name).view()});
     write_safetensors(opt.save_init, ts, {{"format", "mnemo-weights-1"}, {"config", opt.config}});
-    std::printf("wrote the initial weights (%zu tensors) to %s\n", ts.size(), opt.save_init.c_str());
+    std::printf("wrote %s (%zu tensors) to %s\n", from.c_str(), ts.size(), opt.save_init.c_str());
     return 0;
   }
   // Data parallelism: mpirun started this process (docs/PARALLEL.md); or one rank without MPI,
