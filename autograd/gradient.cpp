@@ -175,6 +175,12 @@ TrainingGraph Builder::build(const std::vector<Seed>& seeds, const std::vector<i
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       auto it = grad_.find({v, static_cast<int>(j)});
       const bool saved = std::count(n.op->saved_outputs.begin(), n.op->saved_outputs.end(), static_cast<int>(j));
+      // A saved output (what the op's backward reads, e.g. lstm_cell's gate activations) has no
+      // gradient of its own: a loss that depends on it would get a silently wrong gradient.
+      if (it != grad_.end() && saved)
+        throw NodeError(n.name, "node '" + n.name + "' (" + n.op->name + "): output " + std::to_string(j) +
+                                    " is saved for the op's own backward and has no gradient, but the loss depends on it "
+                                    "(read only its differentiable outputs on the way to the loss)");
       if (it != grad_.end() && !saved) {
         ctx.dout.emplace_back(it->second);
         any = true;

@@ -164,6 +164,12 @@ std::vector<TensorType> infer_bn(const void* params, std::span<const TensorType>
       << in.size();
   if (p.training) {
     check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}}, p.block);
+    // One value per channel: its batch statistics are the value itself, y is beta and every
+    // gradient but beta's is zero; it trained silently (PyTorch refuses it in training too).
+    const int64_t channels = in[1].shape[0];
+    MNEMO_CHECK(channels == 0 || in[0].numel() / channels >= 2)
+        << "batch_norm in training needs more than one value per channel (N*H*W) for its batch statistics, got x "
+        << in[0].str();
     return {in[0], in[1], in[1]};
   }
   check_x_and_vectors(in, {{1, "gamma"}, {2, "beta"}, {3, "running_mean"}, {4, "running_var"}}, p.block);

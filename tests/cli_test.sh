@@ -333,5 +333,26 @@ expect curve-mode-twice 1 '--memory: share is given twice' -- "$mnemo" curve "$r
 out=$("$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" --steps 4 --profile 2>&1)
 grep -q 'nothing to train' <<<"$out" && ! grep -q '^profile (' <<<"$out"
 verdict profile-nothing-to-train $? "$out"
+# Found by a hunt against PyTorch: a graph reading an op's saved output (what its backward reads,
+# lstm_cell's gate activations here) on the way to the loss got a zero gradient there, exit 0.
+cat >"$tmp/act.yaml" <<'YAML'
+model:
+  type: graph
+  inputs: {data: {shape: [2, 4]}, labels: {shape: [2], dtype: int32}}
+  params:
+    xp: {shape: [2, 4], init: normal, scale: 1.0}
+    cp: {shape: [2, 1], init: normal, scale: 1.0}
+    fw: {shape: [3, 4], init: normal, scale: 1.0}
+  nodes:
+    - {name: x, op: add, inputs: [data, xp]}
+    - {name: l, op: lstm_cell, inputs: [x, cp]}
+    - {name: logits, op: fully_connected, inputs: ["l:2", fw]}
+    - {name: loss, op: softmax_cross_entropy, inputs: [logits, labels]}
+  loss: loss
+  logits: logits
+data: {source: synthetic, classes: 3, batch: 2, size: 8, shape: [4]}
+train: {steps: 1}
+YAML
+expect saved-output-on-gradient-path 1 "act.yaml:10:7: node 'l' \(lstm_cell\): output 2 is saved for the op's own backward and has no gradient, but the loss depends on it" -- "$mnemo" plan "$tmp/act.yaml" --memory share
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -25,11 +25,12 @@ MNEMO_HD inline void row_max_sum(const float* zn, int64_t cols, float& m, float&
 
 MNEMO_HD inline bool valid_label(int32_t label, int64_t cols) { return label >= 0 && label < cols; }
 
-// The loss of one row: log(s) + m - z[label]. The CPU op throws on a label outside [0, C); a device
-// kernel cannot, so an invalid label gives NaN (which the mean then propagates to the loss).
+// The loss of one row: (m - z[label]) + log(s), in the CPU op's order (log(s) + m first rounded
+// the loss to m's precision). The CPU op throws on a label outside [0, C); a device kernel cannot,
+// so an invalid label gives NaN (which the mean then propagates to the loss).
 MNEMO_HD inline float row_loss_from(const float* zn, int64_t cols, int32_t label, float m, float s) {
   if (!valid_label(label, cols)) return quiet_nan();
-  return logf(s) + m - zn[label];
+  return (m - zn[label]) + logf(s);
 }
 MNEMO_HD inline float row_loss(const float* zn, int64_t cols, int32_t label) {
   float m, s;
@@ -37,19 +38,20 @@ MNEMO_HD inline float row_loss(const float* zn, int64_t cols, int32_t label) {
   return row_loss_from(zn, cols, label, m, s);
 }
 
-// The loss: the row losses summed from 0 in row order, divided by the row count.
+// The loss: the row losses summed from 0 in row order in double, divided by the row count (the
+// CPU op's).
 MNEMO_HD inline float mean_loss(const float* row_losses, int64_t rows) {
-  float total = 0.0f;
-  for (int64_t n = 0; n < rows; ++n) total += row_losses[n];
-  return total / static_cast<float>(rows);
+  double total = 0.0;
+  for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_losses[n]);
+  return static_cast<float>(total / static_cast<double>(rows));
 }
 
-// linear_cross_entropy's loss: the row losses summed from 0 in row order, times scale (1 / rows:
-// the CPU op's total * scale).
+// linear_cross_entropy's loss: the row losses summed from 0 in row order in double, times scale
+// (1 / rows: the CPU op's total * scale).
 MNEMO_HD inline float scaled_total(const float* row_losses, int64_t rows, float scale) {
-  float total = 0.0f;
-  for (int64_t n = 0; n < rows; ++n) total += row_losses[n];
-  return total * scale;
+  double total = 0.0;
+  for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_losses[n]);
+  return static_cast<float>(total * static_cast<double>(scale));
 }
 
 // dloss / N: the factor of every gradient element.

@@ -300,6 +300,10 @@ TEST(BatchNorm, ErrorsAreClear) {
   const EntryRef x1 = g.input("x1", {DType::f32, {6}});
   EXPECT_NE(error_of([&] { g.add("batch_norm", {x1, c3, c3}); }).find("x must be [N,C] or [N,C,H,W]"),
             std::string::npos);
+  // One value per channel in training: y would be beta and the gradients zero (PyTorch refuses it).
+  const EntryRef x1113 = g.input("x1113", {DType::f32, {1, 3, 1, 1}});
+  EXPECT_NE(error_of([&] { g.add("batch_norm", {x1113, c3, c3}); }).find("needs more than one value per channel"), std::string::npos)
+      << error_of([&] { g.add("batch_norm", {x1113, c3, c3}); });
   const EntryRef x64 = g.input("x64", {DType::f64, {2, 3}});
   EXPECT_NE(error_of([&] { g.add("batch_norm", {x64, c3, c3}); }).find("gamma must be float64[3]"), std::string::npos);
   EXPECT_NE(error_of([&] { g.add("batch_norm_stats", {c3, c3, c3, c3}); }).find("missing attribute 'count'"),
