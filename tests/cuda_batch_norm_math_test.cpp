@@ -83,9 +83,10 @@ std::vector<int64_t> parts_for(const Dims& d) {
 }
 
 // Shapes covering L = 1 (x[N,C]), L below, at and above the block size, M < 256, M not divisible
-// by P, M < P * 256, parts of more than 256 elements, and one whose split_parts is 2.
+// by P, M < P * 256, parts of more than 256 elements, and one whose split_parts is 2. (Not one
+// value per channel: a training batch norm refuses it.)
 const std::vector<Shape> kShapes = {{7, 3},        {300, 2},       {2, 3, 5, 6},   {3, 2, 16, 16},
-                                    {2, 2, 17, 19}, {1, 4, 1, 1}, {5, 2, 23, 29}, {2, 1, 128, 130}};
+                                    {2, 2, 17, 19}, {2, 4, 1, 1}, {5, 2, 23, 29}, {2, 1, 128, 130}};
 
 TEST(CudaBatchNormMath, SplitPartsFormula) {
   EXPECT_EQ(bn::split_parts(64, 64, 112 * 112), 9);   // ResNet-50 stem, batch 64: 576 blocks
