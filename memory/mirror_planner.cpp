@@ -518,9 +518,8 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       break;
     }
   }
-  auto place = [&](MirrorResult& r, double seconds) { ctx.place(r, seconds); };
   ctx.finish_order(best);
-  place(best, mode.placement_seconds);
+  ctx.place(best, mode.placement_seconds);
   if (mode.mirror == MirrorStrategy::sublinear && mode.sublinear_fill) {
     // sublinear: a fill of Chen's plan replaces it when, finished the same way, its total is no
     // larger and it recomputes less (the least recompute cost, then the least total, of the two).
@@ -529,7 +528,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
       // (at most kFillPlacementSeconds: where the fill packs no lower than Chen's plan, e.g.
       // DenseNet-121's, the search would run to the limit in vain)
       ctx.finish_order(f);
-      place(f, std::min(mode.placement_seconds, kFillPlacementSeconds));
+      ctx.place(f, std::min(mode.placement_seconds, kFillPlacementSeconds));
       const MemoryReport &r = f.planned.report, &b = best.planned.report;
       if (r.total_bytes <= chen.total_bytes &&
           (r.recompute_cost < b.recompute_cost || (r.recompute_cost == b.recompute_cost && r.total_bytes < b.total_bytes))) {
@@ -540,7 +539,7 @@ MirrorResult plan_mirror(const Graph& fwd, EntryRef loss, const MemoryMode& mode
     }
     // A fill chosen above its live-bytes bound gets the rest of the placement time, as the plan
     // chosen would have.
-    if (best.filled) place(best, mode.placement_seconds - kFillPlacementSeconds);
+    if (best.filled) ctx.place(best, mode.placement_seconds - kFillPlacementSeconds);
     best.chen_total = chen.total_bytes, best.chen_recompute_flops = chen.recompute_flops, best.chen_recompute_cost = chen.recompute_cost;
   }
   best.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

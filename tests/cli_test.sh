@@ -323,6 +323,25 @@ expect save-init-from-resume 0 "wrote the weights of checkpoint .*h4.ck \(step 4
 ! cmp -s "$tmp/h4w.safetensors" "$tmp/h0w.safetensors"
 verdict save-init-from-resume-differs $? "the checkpoint's weights file equals the initial weights"
 expect save-init-from-resume-loads 0 'initial weights from' -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --steps 1 --no-eval
+expect save-init-from-init 0 "wrote the weights of --init .*h4w.safetensors \(" -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --save-init "$tmp/h4w2.safetensors"
+cmp -s "$tmp/h4w.safetensors" "$tmp/h4w2.safetensors" || python3 -c "
+import json, struct, sys
+def body(p):
+    r = open(p, 'rb').read(); n = struct.unpack('<Q', r[:8])[0]; return r[8 + n:]
+sys.exit(0 if body(sys.argv[1]) == body(sys.argv[2]) else 1)" "$tmp/h4w.safetensors" "$tmp/h4w2.safetensors"
+verdict save-init-from-init-same-weights $? "the weights written differ from --init's"
+# A checkpoint whose loss_ema metadata is not a number is refused naming the key.
+python3 - "$tmp/h4.ck" "$tmp/badema.ck" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head['__metadata__']['loss_ema'] = 'abc'
+text = json.dumps(head).encode()
+text += b' ' * (-len(text) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(text)) + text + raw[8 + n:])
+PY
+expect bad-loss-ema 1 "checkpoint .*badema.ck: metadata 'loss_ema' is 'abc', expected a finite number" -- "$mnemo" train "$tmp/h.yaml" --resume "$tmp/badema.ck"
 expect save-init-steps 1 '--save-init writes the weights a run would start from and trains nothing: --checkpoint and --steps do not apply' -- "$mnemo" train "$tmp/h.yaml" --save-init "$tmp/x.safetensors" --steps 3
 # - an option given an empty value ("--checkpoint $OUT" with OUT unset) read as not given.
 expect empty-option 2 "--checkpoint: expected a value, got an empty string" -- "$mnemo" train "$cfg" --steps 1 --checkpoint ''

@@ -18,6 +18,14 @@
 
 namespace mnemo {
 
+// --memory's modes: each one known, none twice (each point was planned twice, its CSV rows repeated).
+static void check_memory_modes(const std::vector<std::string>& modes) {
+  for (size_t i = 0; i < modes.size(); ++i) {
+    parse_memory_mode(modes[i]);
+    MNEMO_CHECK(std::find(modes.begin(), modes.begin() + i, modes[i]) == modes.begin() + i) << "--memory: " << modes[i] << " is given twice";
+  }
+}
+
 std::vector<int> bottleneck_blocks_for_depth(int64_t depth) {
   switch (depth) {
     case 50: return {3, 4, 6, 3};
@@ -120,10 +128,7 @@ bool run_gnuplot(const std::string& dir) {
 int run_budget_curve(const CurveOptions& opt) {
   MNEMO_CHECK(opt.values.empty() != (opt.budgets == 0)) << "--vary budget: give either --values (MiB) or --budgets N";
   for (int64_t v : opt.values) MNEMO_CHECK(v >= 1 && v <= 1 << 30) << "--values: each budget must be in [1, 2^30] MiB, got " << v;
-  for (const std::string& m : opt.modes) parse_memory_mode(m);
-  for (size_t i = 0; i < opt.modes.size(); ++i)  // (each point was planned twice, its CSV rows repeated)
-    MNEMO_CHECK(std::find(opt.modes.begin(), opt.modes.begin() + i, opt.modes[i]) == opt.modes.begin() + i)
-        << "--memory: " << opt.modes[i] << " is given twice";
+  check_memory_modes(opt.modes);
   Config c = base_config(opt.model);
   if (!opt.device.empty()) c.device = opt.device;  // (the model's layout depends on it)
   use_config_threads(c);
@@ -203,10 +208,7 @@ int run_curve(const CurveOptions& opt) {
   for (int64_t v : opt.values)
     MNEMO_CHECK(v >= 1 && v <= 100000) << "--values: each value must be in [1, 100000], got " << v;
   MNEMO_CHECK(!opt.modes.empty()) << "--memory: give at least one memory mode";
-  for (const std::string& m : opt.modes) parse_memory_mode(m);
-  for (size_t i = 0; i < opt.modes.size(); ++i)  // (each point was planned twice, its CSV rows repeated)
-    MNEMO_CHECK(std::find(opt.modes.begin(), opt.modes.begin() + i, opt.modes[i]) == opt.modes.begin() + i)
-        << "--memory: " << opt.modes[i] << " is given twice";
+  check_memory_modes(opt.modes);
   Config base = base_config(opt.model);
   if (!opt.device.empty()) base.device = opt.device;  // (the model's layout depends on it)
   use_config_threads(base);

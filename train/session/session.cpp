@@ -133,24 +133,6 @@ void print_device_memory(const Device& d, const MemoryReport& r, int64_t persist
               r.total_bytes ? static_cast<double>(mine) / static_cast<double>(r.total_bytes) : 0.0);
 }
 
-// Examples [offset, offset + size) of another source: the test split of synthetic data draws
-// other examples from the same generator (same class templates).
-class OffsetSource : public DataSource {
- public:
-  OffsetSource(std::shared_ptr<const DataSource> base, int64_t offset, int64_t size)
-      : base_(std::move(base)), offset_(offset), size_(size) {}
-  int64_t size() const override { return size_; }
-  Shape sample_shape() const override { return base_->sample_shape(); }
-  Shape label_shape() const override { return base_->label_shape(); }
-  int64_t classes() const override { return base_->classes(); }
-  void get(int64_t i, float* data, int32_t* labels) const override { base_->get(offset_ + i, data, labels); }
-
- private:
-  std::shared_ptr<const DataSource> base_;
-  int64_t offset_, size_;
-};
-
-
 // Copies the tensors of a weights file into the parameter store (every parameter, exact types);
 // `what` names the flag for errors. Checked completely before anything is copied.
 void load_weights(const std::string& path, const char* what, ParamStore& params) {
@@ -227,9 +209,8 @@ class Trainer {
   bool staged_ = false;            // the loader has handed out the staged batch
   int64_t device_peak_ = 0;        // memory in use, sampled after steps and evaluations
   bool tty_ = false;
-  double loss_ema_ = 0;
-  bool ema_set_ = false;
-  bool profile_reset_ = false;  // the profile restarted after the run's first step  // loss_ema_ holds a value (a step's, or the checkpoint's)
+  // The step log's running mean of the loss; NaN before the first step (and a checkpoint's own).
+  double loss_ema_ = std::numeric_limits<double>::quiet_NaN();
   double last_loss_ = 0;
   int64_t first_ = 0;
 };
@@ -261,29 +242,29 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
     load_weights(opt.init, "--init", params_);
     std::printf("initial weights from %s\n", opt.init.c_str());
   }
+  // What this run's checkpoints record: the data its position counts, and its optimiser and schedule.
+  const std::string order = data_order(c, *train_), training = describe_training(c.optimizer, c.schedule, total_);
   if (!opt.resume.empty()) {
     state_ = load_checkpoint(opt.resume, params_, sgd_);
     MNEMO_CHECK(state_.seed == c.run.seed) << "checkpoint " << opt.resume << " was made with train.seed " << state_.seed
                                            << ", the config has " << c.run.seed;
-    MNEMO_CHECK(state_.data_order.empty() || state_.data_order == data_order(c, *train_))
-        << "checkpoint " << opt.resume << " was saved reading " << state_.data_order << "; this run reads " << data_order(c, *train_)
+    MNEMO_CHECK(state_.data_order.empty() || state_.data_order == order)
+        << "checkpoint " << opt.resume << " was saved reading " << state_.data_order << "; this run reads " << order
         << ": its data position (" << state_.data_position << " batches) would point elsewhere in the data; resume with the "
         << "data settings it was saved with";
-    const std::string now = describe_training(c.optimizer, c.schedule, total_);
-    if (!state_.training.empty() && state_.training != now)
+    if (!state_.training.empty() && state_.training != training)
       std::printf("note: checkpoint %s was training with %s; this run trains with %s (its learning rate and update "
                   "apply from step %lld on)\n",
-                  opt.resume.c_str(), state_.training.c_str(), now.c_str(), static_cast<long long>(state_.step + 1));
-    if (std::isfinite(state_.loss_ema)) loss_ema_ = state_.loss_ema, ema_set_ = true;
+                  opt.resume.c_str(), state_.training.c_str(), training.c_str(), static_cast<long long>(state_.step + 1));
+    loss_ema_ = state_.loss_ema;  // (NaN in older checkpoints: the average starts again)
     if (state_.data_order.empty())  // (saved before checkpoints recorded it: nothing to check against)
       std::printf("note: checkpoint %s does not record the data it was saved reading (an older checkpoint): its data "
                   "position (%lld batches) is taken as counting this run's %s\n",
-                  opt.resume.c_str(), static_cast<long long>(state_.data_position), data_order(c, *train_).c_str());
+                  opt.resume.c_str(), static_cast<long long>(state_.data_position), order.c_str());
     loader_.seek(state_.data_position);
     std::printf("resumed from %s at step %lld\n", opt.resume.c_str(), static_cast<long long>(state_.step));
   }
-  state_.data_order = data_order(c, *train_);  // what this run's checkpoints record
-  state_.training = describe_training(c.optimizer, c.schedule, total_);
+  state_.data_order = order, state_.training = training;
   // On a GPU the step is captured once and replayed, a data-parallel one too: its NCCL gathers on
   // their own stream join the capture through the events that order them (docs/PARALLEL.md).
   step_ = std::make_unique<BoundStep>(std::move(planned_), p_, params_, &sgd_, *device_, !opt.eager);
@@ -339,7 +320,7 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
 void Trainer::checkpoint(const std::string& path) {
   if (rank_ != 0) return;  // the ranks hold the same parameters: rank 0 saves them
   state_.data_position = loader_.position() - (staged_ ? 1 : 0);
-  state_.loss_ema = ema_set_ ? loss_ema_ : std::numeric_limits<double>::quiet_NaN();
+  state_.loss_ema = loss_ema_;
   step_->params().download();
   save_checkpoint(path, params_, sgd_, state_, opt_.config);
 }
@@ -350,7 +331,7 @@ Evaluator::Result Trainer::evaluate() {
   Evaluator::Result er = evaluator_->run(*test_);
   device_peak_ = std::max(device_peak_, device_->memory_in_use());
   // The training step's checks cover its loss and gradients, not what only evaluation reads.
-  MNEMO_CHECK(!er.loss_batches || std::isfinite(er.loss)) << "evaluation after step " << state_.step << ": the test loss is "
+  MNEMO_CHECK(!er.loss_examples || std::isfinite(er.loss)) << "evaluation after step " << state_.step << ": the test loss is "
                                       << (std::isnan(er.loss) ? "nan" : er.loss > 0 ? "inf" : "-inf") << " (accuracy "
                                       << 100 * er.accuracy << "% on " << er.examples
                                       << " examples): a weight or a running statistic is not finite";
@@ -389,9 +370,11 @@ void Trainer::print_profile(int64_t steps) const {
   std::sort(rows.rbegin(), rows.rend());
   // (The run's first step is left out when there are more: its one-off costs, the kernels' first
   // calls and first touches of memory, were most of a small model's profile: 21 ms of one op.)
-  if (profile_reset_) steps -= 1;
+  // (the loop restarts the profile after the first step when there are more)
+  const bool first_left_out = steps > 1;
+  if (first_left_out) steps -= 1;
   std::printf("profile (%lld step%s%s, %.3f s/step in kernels):\n", static_cast<long long>(steps), steps == 1 ? "" : "s",
-              profile_reset_ ? " after the run's first, whose one-off costs are left out" : ", the first with its one-off costs",
+              first_left_out ? " after the run's first, whose one-off costs are left out" : ", the first with its one-off costs",
               sum / std::max<int64_t>(1, steps));
   for (const auto& [t, op] : rows)
     if (t > 0) std::printf("  %-28s %8.2f ms/step %5.1f%%\n", op.c_str(), 1000 * t / steps, 100 * t / sum);
@@ -476,10 +459,9 @@ int Trainer::run() {
     if (host && state_.step + 1 < total_) stage_next();
     if (state_.step - first_ < 3 || (state_.step + 1) % 50 == 0) device_peak_ = std::max(device_peak_, device_->memory_in_use());
     ++state_.step;
-    if (opt_.profile && state_.step - first_ == 1 && state_.step < total_) step_->executor().set_profiling(true), profile_reset_ = true;
+    if (opt_.profile && state_.step - first_ == 1 && state_.step < total_) step_->executor().set_profiling(true);
     last_loss_ = loss;
-    loss_ema_ = ema_set_ ? 0.95 * loss_ema_ + 0.05 * loss : loss;  // (continued from a checkpoint's)
-    ema_set_ = true;
+    loss_ema_ = std::isnan(loss_ema_) ? loss : 0.95 * loss_ema_ + 0.05 * loss;  // (continued from a checkpoint's)
     const double rate = (state_.step - first_) / seconds_since(t0);
     if (metrics_)
       metrics_->write({{"step", state_.step}, {"epoch", static_cast<double>(state_.step) / loader_.batches_per_epoch()},
@@ -531,7 +513,7 @@ int Trainer::run() {
     const Evaluator::Result er = evaluate();
     char loss[96];
     if (er.loss_examples == er.examples) std::snprintf(loss, sizeof loss, "test loss %.4f", er.loss);
-    else if (er.loss_batches) std::snprintf(loss, sizeof loss, "test loss %.4f on the first %lld, in full batches of %lld", er.loss,
+    else if (er.loss_examples) std::snprintf(loss, sizeof loss, "test loss %.4f on the first %lld, in full batches of %lld", er.loss,
                                             static_cast<long long>(er.loss_examples), static_cast<long long>(evaluator_->batch()));
     else std::snprintf(loss, sizeof loss, "test loss not measured: no full batch of %lld", static_cast<long long>(evaluator_->batch()));
     std::printf("test accuracy %.2f%% on %lld examples (%s, %.1f s)\n", 100 * er.accuracy, static_cast<long long>(er.examples), loss,
@@ -576,41 +558,6 @@ int Trainer::run() {
 }
 
 }  // namespace
-
-std::shared_ptr<const DataSource> make_source(const Config& c, Split split) {
-  const DataConfig& d = c.data;
-  const uint64_t seed = c.run.seed;
-  if (d.source == "fashion-mnist") return std::make_shared<FashionMnist>(d.path, split);
-  if (d.source == "fashion-mnist-rows") return std::make_shared<FashionMnistRows>(d.path, split);
-  if (d.source == "cifar10") return std::make_shared<Cifar10>(d.path, split);
-  if (d.source == "text") {
-    // The last tenth of the file's sequences (at least one) is the test split, the rest the
-    // training one (the test accuracy was measured on the training text).
-    auto all = std::make_shared<TextChars>(d.path, d.steps);
-    const int64_t n = all->size(), test = n >= 2 ? std::max<int64_t>(1, n / 10) : 0;
-    if (split == Split::train) return std::make_shared<OffsetSource>(all, 0, n - test);
-    MNEMO_CHECK(test > 0) << c.file << ": data.path " << d.path << " holds one sequence of " << d.steps
-                          << " characters (data.steps), so there is no test split (set data.eval: false)";
-    return std::make_shared<OffsetSource>(all, n - test, test);
-  }
-  const DataShape ds = static_data_shape(c);
-  const int64_t all = d.size + d.eval_size;
-  std::shared_ptr<const DataSource> gen;
-  if (d.source == "synthetic-seq") {
-    MNEMO_CHECK(ds.sample.size() == 2) << c.file << ": data.shape of synthetic-seq must be [T, D], got " << shape_str(ds.sample);
-    gen = std::make_shared<SyntheticSequences>(ds.sample[0], ds.sample[1], ds.classes, all, seed, c.model_type == "lstm" && c.lstm.per_step);
-  } else {
-    gen = std::make_shared<SyntheticSource>(ds.sample, ds.classes, all, seed);
-  }
-  // Train: examples [0, size); test: [size, size + eval_size) of the same generator.
-  if (split == Split::train) return std::make_shared<OffsetSource>(gen, 0, d.size);
-  MNEMO_CHECK(d.eval_size > 0) << c.file << ": data.eval_size is 0, so there is no test split (set data.eval: false)";
-  return std::make_shared<OffsetSource>(gen, d.size, d.eval_size);
-}
-
-DataShape data_shape_of(const Config& c, const DataSource& src) {
-  return {src.sample_shape(), src.classes(), !src.label_shape().empty()};
-}
 
 void use_config_threads(const Config& c) {
   if (c.run.threads > 0) omp_set_num_threads(c.run.threads);

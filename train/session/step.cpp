@@ -206,8 +206,7 @@ Evaluator::Result Evaluator::run(const DataSource& test) {
     if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches, loss_examples += scored - before;
   });
   return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0,
-          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, batches,
-          loss_examples};
+          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, loss_examples};
 }
 
 }  // namespace mnemo

@@ -96,10 +96,10 @@ class Evaluator {
   struct Result {
     double accuracy = 0;
     // The mean of the full batches' losses (a partial last batch is scored, but its loss would
-    // average in the padding rows): NaN when there is no full batch (loss_batches 0). It covers
+    // average in the padding rows): NaN when there is no full batch (loss_examples 0). It covers
     // loss_examples of the examples (the full batches'); the accuracy covers all of them.
     double loss = 0;
-    int64_t examples = 0, loss_batches = 0, loss_examples = 0;
+    int64_t examples = 0, loss_examples = 0;
   };
   Result run(const DataSource& test);
   bool borrows_arena() const { return ex_->allocated_bytes() == 0; }
