@@ -24,13 +24,12 @@ Executor::Executor(const Graph& g, MemoryPlan plan, Device* device, char* arena,
   // Kernels first (the plan's, prepared for this device when it was made): a node without a
   // kernel on this device fails before any memory is taken.
   if (plan_.kernels.size() != g.size()) plan_.kernels = prepare_kernels(g, device_);
-  kernels_ = plan_.kernels;
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.node(static_cast<int>(i));
     if (n.op->kind != OpKind::compute) continue;
-    MNEMO_ASSERT(kernels_[i].run) << "node '" << n.name << "' (" << n.op->name << ") has no prepared kernel";
-    MNEMO_ASSERT(kernels_[i].workspace <= static_cast<size_t>(plan_.workspace[i].bytes))
-        << "node '" << n.name << "' needs " << kernels_[i].workspace << " workspace bytes, the plan reserves "
+    MNEMO_ASSERT(plan_.kernels[i].run) << "node '" << n.name << "' (" << n.op->name << ") has no prepared kernel";
+    MNEMO_ASSERT(plan_.kernels[i].workspace <= static_cast<size_t>(plan_.workspace[i].bytes))
+        << "node '" << n.name << "' needs " << plan_.kernels[i].workspace << " workspace bytes, the plan reserves "
         << plan_.workspace[i].bytes;
   }
   arena_bytes_ = plan_.arena_bytes;
@@ -41,19 +40,29 @@ Executor::Executor(const Graph& g, MemoryPlan plan, Device* device, char* arena,
   } else if (arena_bytes_ > 0) {
     arena_.reset(static_cast<char*>(device_->allocate(align_up(arena_bytes_), "the step arena")));
   }
-  out_.resize(g.size());
-  in_.resize(g.size());
+  // The tables are flat arrays indexed through per-node offsets, not vectors per node: a training
+  // graph of 10^4 nodes would otherwise hold some 10^5 small allocations (megabytes of host memory
+  // the plan does not count).
+  out_begin_.resize(g.size() + 1);
+  in_begin_.resize(g.size() + 1);
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.node(static_cast<int>(i));
     MNEMO_ASSERT(plan_.entries[i].size() == n.outputs.size()) << "memory plan: node '" << n.name << "' outputs";
-    out_[i].resize(n.outputs.size());
+    out_begin_[i + 1] = out_begin_[i] + static_cast<int>(n.outputs.size());
+    in_begin_[i + 1] = in_begin_[i] + static_cast<int>(n.inputs.size());
+  }
+  out_.resize(static_cast<size_t>(out_begin_.back()));
+  in_.resize(static_cast<size_t>(in_begin_.back()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(static_cast<int>(i));
     for (size_t j = 0; j < n.outputs.size(); ++j) {
-      out_[i][j].type = n.outputs[j];
+      TensorView& v = out_[static_cast<size_t>(out_begin_[i]) + j];
+      v.type = n.outputs[j];
       if (n.op->kind != OpKind::compute || aliased_input(n, j)) continue;
       const Slot& s = plan_.entries[i][j];
       MNEMO_ASSERT(s.offset >= 0 && s.offset + static_cast<int64_t>(n.outputs[j].bytes()) <= arena_bytes_)
           << "memory plan: entry " << n.name << ":" << j << " is not inside the arena";
-      out_[i][j].data = arena_.get() + s.offset;
+      v.data = arena_.get() + s.offset;
     }
     if (n.op->kind == OpKind::compute) compute_.push_back(static_cast<int>(i));
     if (n.is(OpKind::input) || n.is(OpKind::param)) {
@@ -62,32 +71,47 @@ Executor::Executor(const Graph& g, MemoryPlan plan, Device* device, char* arena,
     }
   }
   // Inputs resolved once; who reads each entry, and which outputs alias it (views, state updated
-  // in place), so that bind() can update exactly those.
-  readers_.resize(g.size());
-  aliases_.resize(g.size());
+  // in place), so that bind() can update exactly those: per output entry, a range of input slots
+  // (readers) and of output entries (aliases), counted first, then filled.
+  readers_begin_.assign(out_.size() + 1, 0);
+  aliases_begin_.assign(out_.size() + 1, 0);
   for (size_t i = 0; i < g.size(); ++i) {
-    readers_[i].resize(out_[i].size());
-    aliases_[i].resize(out_[i].size());
+    const Node& n = g.node(static_cast<int>(i));
+    for (const EntryRef& e : n.inputs) ++readers_begin_[static_cast<size_t>(flat(e)) + 1];
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (const std::optional<EntryRef> in = aliased_input(n, j)) ++aliases_begin_[static_cast<size_t>(flat(*in)) + 1];
   }
+  for (size_t k = 0; k < out_.size(); ++k) {
+    readers_begin_[k + 1] += readers_begin_[k];
+    aliases_begin_[k + 1] += aliases_begin_[k];
+  }
+  readers_.resize(static_cast<size_t>(readers_begin_.back()));
+  aliases_.resize(static_cast<size_t>(aliases_begin_.back()));
+  std::vector<int> readers_filled(readers_begin_.begin(), readers_begin_.end() - 1);
+  std::vector<int> aliases_filled(aliases_begin_.begin(), aliases_begin_.end() - 1);
   for (size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.node(static_cast<int>(i));
     for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const EntryRef e = n.inputs[k];
-      in_[i].push_back(out_[e.node][e.index]);
-      readers_[e.node][e.index].push_back({static_cast<int>(i), static_cast<int>(k)});
+      const int e = flat(n.inputs[k]);
+      const int slot = in_begin_[i] + static_cast<int>(k);
+      in_[static_cast<size_t>(slot)] = out_[static_cast<size_t>(e)];
+      readers_[static_cast<size_t>(readers_filled[static_cast<size_t>(e)]++)] = slot;
     }
     for (size_t j = 0; j < n.outputs.size(); ++j)
       if (const std::optional<EntryRef> in = aliased_input(n, j)) {
-        aliases_[in->node][in->index].push_back({static_cast<int>(i), static_cast<int>(j)});
-        out_[i][j].data = out_[in->node][in->index].data;
+        const int e = flat(*in), a = out_begin_[i] + static_cast<int>(j);
+        aliases_[static_cast<size_t>(aliases_filled[static_cast<size_t>(e)]++)] = a;
+        out_[static_cast<size_t>(a)].data = out_[static_cast<size_t>(e)].data;
       }
   }
 }
 
-void Executor::set_address(int node, int output, void* data) {
-  out_[node][output].data = data;
-  for (const auto& [reader, slot] : readers_[node][output]) in_[reader][slot].data = data;
-  for (const auto& [alias, j] : aliases_[node][output]) set_address(alias, j, data);
+void Executor::set_address(int e, void* data) {
+  out_[static_cast<size_t>(e)].data = data;
+  for (int k = readers_begin_[static_cast<size_t>(e)]; k < readers_begin_[static_cast<size_t>(e) + 1]; ++k)
+    in_[static_cast<size_t>(readers_[static_cast<size_t>(k)])].data = data;
+  for (int k = aliases_begin_[static_cast<size_t>(e)]; k < aliases_begin_[static_cast<size_t>(e) + 1]; ++k)
+    set_address(aliases_[static_cast<size_t>(k)], data);
 }
 
 Executor::~Executor() = default;
@@ -105,15 +129,16 @@ void Executor::bind(int id, TensorView v) {
   MNEMO_CHECK(v.type == n.outputs[0]) << "the " << n.op->name << " node '" << n.name << "' expects " << n.outputs[0].str()
                                       << ", got " << v.type.str();
   MNEMO_CHECK(v.data || v.bytes() == 0) << "bind: node '" << n.name << "' bound to null";
-  if (!out_[id][0].data && v.bytes()) --unbound_;
-  set_address(id, 0, v.data);
+  if (!out_[static_cast<size_t>(out_begin_[id])].data && v.bytes()) --unbound_;
+  set_address(out_begin_[id], v.data);
 }
 
 void Executor::check_bound() const {
   if (unbound_ == 0) return;
   for (int id : bound_) {
     const Node& n = g_.node(id);
-    if (!out_[id][0].data && out_[id][0].bytes())
+    const TensorView& v = out_[static_cast<size_t>(out_begin_[id])];
+    if (!v.data && v.bytes())
       MNEMO_FAIL() << "run: " << n.op->name << " node '" << n.name << "' (" << n.outputs[0].str() << ") is not bound";
   }
 }
@@ -126,7 +151,7 @@ void Executor::run() {
   // A captured step holds the addresses it was recorded with: key the graphs by the bound ones.
   std::vector<void*> key;
   key.reserve(bound_.size());
-  for (int id : bound_) key.push_back(out_[id][0].data);
+  for (int id : bound_) key.push_back(out_[static_cast<size_t>(out_begin_[id])].data);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     if (graphs_.size() >= 8) graphs_.clear();  // bindings that keep changing: record afresh
@@ -149,8 +174,10 @@ void Executor::run() {
 
 void Executor::run_node(int id) {
   const Slot& ws = plan_.workspace[id];
-  const PreparedKernel& k = kernels_[id];
-  KernelContext ctx{in_[id], out_[id], g_.node(id).params.get(), ws.bytes ? arena_.get() + ws.offset : nullptr,
+  const PreparedKernel& k = plan_.kernels[static_cast<size_t>(id)];
+  const std::span<const TensorView> in(in_.data() + in_begin_[id], in_.data() + in_begin_[id + 1]);
+  const std::span<const TensorView> out(out_.data() + out_begin_[id], out_.data() + out_begin_[id + 1]);
+  KernelContext ctx{in, out, g_.node(id).params.get(), ws.bytes ? arena_.get() + ws.offset : nullptr,
                     static_cast<size_t>(ws.bytes), device_->kernel_context(), k.state.get()};
   try {
     k.run(ctx);
@@ -171,8 +198,8 @@ void Executor::run_nodes() {
     }
   }
   for (const StateUpdate& u : g_.state_updates) {
-    const TensorView& dst = out_[u.param][0];
-    const TensorView& src = out_[u.value.node][u.value.index];
+    const TensorView& dst = out_[static_cast<size_t>(out_begin_[u.param])];
+    const TensorView& src = out_[static_cast<size_t>(flat(u.value))];
     MNEMO_ASSERT(dst.type == src.type) << "state update of '" << g_.node(u.param).name << "': type mismatch";
     device_->copy(dst.data, src.data, static_cast<int64_t>(dst.bytes()), CopyKind::device_to_device);
   }
@@ -214,9 +241,10 @@ Tensor Executor::fetch(EntryRef e) const {
 }
 
 TensorView Executor::entry(EntryRef e) const {
-  MNEMO_ASSERT(e.node >= 0 && e.node < static_cast<int>(out_.size()) && e.index < static_cast<int>(out_[e.node].size()))
+  MNEMO_ASSERT(e.node >= 0 && e.node < static_cast<int>(g_.size()) && e.index >= 0 &&
+               e.index < out_begin_[static_cast<size_t>(e.node) + 1] - out_begin_[static_cast<size_t>(e.node)])
       << "executor: no entry " << e.node << ":" << e.index;
-  return out_[e.node][e.index];
+  return out_[static_cast<size_t>(flat(e))];
 }
 
 }  // namespace mnemo

@@ -62,12 +62,13 @@ class Executor {
   const Graph& graph() const { return g_; }
 
  private:
-  void set_address(int node, int output, void* data);  // and every reader and alias of it
+  void set_address(int e, void* data);  // output entry e (flat) and every reader and alias of it
+  int flat(EntryRef e) const { return out_begin_[static_cast<size_t>(e.node)] + e.index; }
   void check_bound() const;
   void run_node(int id);
   void run_nodes();
   const Graph& g_;
-  MemoryPlan plan_;
+  MemoryPlan plan_;  // its kernels are the ones run: prepared for the device (the plan's)
   Device* device_ = nullptr;
   struct Release {
     Device* device;
@@ -77,13 +78,15 @@ class Executor {
   std::unique_ptr<char, Release> arena_;
   int64_t arena_bytes_ = 0;
   bool owns_arena_ = true;
-  std::vector<std::vector<TensorView>> out_;  // [node][output]
-  std::vector<std::vector<TensorView>> in_;   // [node][input], resolved once
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> readers_;  // [node][output] -> (reader, input slot)
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> aliases_;  // [node][output] -> (view / update node, output)
+  // Flat tables: node i's outputs are out_[out_begin_[i] .. out_begin_[i + 1]) (an output entry's
+  // flat index, flat()), its inputs in_[in_begin_[i] .. in_begin_[i + 1]) (resolved once); the
+  // readers of output entry e are the input slots readers_[readers_begin_[e] ..), the outputs that
+  // alias it (views, state updated in place) the entries aliases_[aliases_begin_[e] ..).
+  std::vector<TensorView> out_, in_;
+  std::vector<int> out_begin_, in_begin_;
+  std::vector<int> readers_begin_, readers_, aliases_begin_, aliases_;
   int64_t unbound_ = 0;                       // bound nodes (non-empty) without an address yet
   std::vector<int> compute_;                  // ids of nodes with kernels, in order
-  std::vector<PreparedKernel> kernels_;       // [node]: prepared for the device (the plan's)
   std::vector<int> bound_;                    // ids of input and param nodes (their addresses key captured steps)
   std::vector<double> profile_;
   bool capture_ = false;

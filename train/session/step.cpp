@@ -45,7 +45,7 @@ int64_t batch_bytes(const Pipeline& p, int64_t batches) {
 
 BoundStep::BoundStep(MirrorResult mr, const Pipeline& p, ParamStore& params, Sgd* sgd, Device& device, bool capture)
     : p_(p), device_(device), mr_(std::move(mr)),
-      ex_(mr_.training.graph, mr_.planned.plan, &device), dparams_(device, params, sgd), inputs_(device) {
+      ex_(mr_.training.graph, std::move(mr_.planned.plan), &device), dparams_(device, params, sgd), inputs_(device) {
   MNEMO_ASSERT((mr_.training.lr >= 0) == (sgd != nullptr)) << "a step planned " << (sgd ? "without" : "with")
                                                             << " the optimiser update bound " << (sgd ? "with" : "without") << " one";
   dparams_.bind(ex_);

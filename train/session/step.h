@@ -51,6 +51,7 @@ class BoundStep {
   BoundStep(const BoundStep&) = delete;
   BoundStep& operator=(const BoundStep&) = delete;
 
+  // The plan's result; its memory plan (planned.plan) is moved into the executor: executor().plan().
   const MirrorResult& result() const { return mr_; }
   const TrainingGraph& training() const { return mr_.training; }
   Executor& executor() { return ex_; }
