@@ -39,6 +39,7 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
   // at the end would keep all of them alive to the end of the forward pass, across every cut of
   // the mirror planners.
   const bool fused = c.fused_head && c.training;
+  m.head = c.fused_head ? "fused" : "ops";
   std::vector<EntryRef> losses;
   EntryRef stack;
   for (int64_t t = 0; t < c.steps; ++t) {

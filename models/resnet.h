@@ -44,9 +44,15 @@ struct BuiltModel {
   std::vector<EntryRef> all_logits;
   // The activations' layout when it is not plain (e.g. "nChw16c": ResNet's model.layout blocked).
   std::string layout;
-  // For reports: the layout's name ("plain" when empty), and " (activations nChw16c)" or "".
+  // An LSTM's classifiers: "fused" (one linear_cross_entropy node in training), "ops" (per step),
+  // empty for other models.
+  std::string head;
+  // For reports: the layout's name ("plain" when empty), and " (activations nChw16c)",
+  // " (fused head)" or "".
   std::string layout_name() const { return layout.empty() ? "plain" : layout; }
-  std::string layout_note() const { return layout.empty() ? "" : " (activations " + layout + ")"; }
+  std::string layout_note() const {
+    return !layout.empty() ? " (activations " + layout + ")" : head == "fused" ? " (fused head)" : "";
+  }
 };
 
 // Throws mnemo::Error naming the field when the configuration is impossible.

@@ -32,9 +32,10 @@ struct MonotoneSweep {
 };
 
 // A 2-layer, 64-wide LSTM unrolled 16 steps on 20-dimensional inputs (the budget sweeps' LSTM):
-// a loss at every step or at the last, over `classes` classes, batch `batch`.
+// a loss at every step or at the last, over `classes` classes, batch `batch`; a classifier and a
+// loss per step (head: ops).
 Config sweep_lstm(bool per_step, int classes, int batch) {
-  return parse_config("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: " + std::string(per_step ? "true" : "false") +
+  return parse_config("model: {type: lstm, layers: 2, hidden: 64, steps: 16, head: ops, per_step: " + std::string(per_step ? "true" : "false") +
                           "}\ndata: {source: synthetic-seq, shape: [16, 20], classes: " + std::to_string(classes) +
                           ", batch: " + std::to_string(batch) + "}\ntrain: {steps: 1}\n",
                       "lstm.yaml");
@@ -549,7 +550,7 @@ TEST(MirrorPlanner, BudgetLevelsLeftUnfilledDoNotChangeTheChoice) {
 // fails then.)
 TEST(MirrorPlanner, BudgetSecondKeepBackOrderOnlyAddsMembers) {
   int lower = 0;
-  for (const std::string& yaml : {std::string("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: true}\n"
+  for (const std::string& yaml : {std::string("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: true, head: ops}\n"
                                              "data: {source: synthetic-seq, shape: [16, 20], classes: 500, batch: 32}\n"),
                                  std::string("model: {type: resnet, style: cifar, depth: 20, width: 16, layout: plain}\n"
                                              "data: {source: synthetic, shape: [3, 32, 32], classes: 10, batch: 32}\n")}) {

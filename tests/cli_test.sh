@@ -58,6 +58,9 @@ expect plan-sublinear-filled-json 0 '"filled": true' -- "$mnemo" plan "$src/conf
 expect plan-sublinear-chen 0 '^sublinear:chen ' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory sublinear:chen
 # The activations' layout in the plan: plain where the config pins it (model.layout, docs/CONFIG.md).
 expect plan-layout 0 '"layout": "plain"' -- "$mnemo" plan "$src/configs/table2/resnet18.yaml" --memory share --json --placement-seconds 0
+# An LSTM's head in the plan: fused by default (auto) on the CPU, ops where the config says so.
+expect plan-head-default 0 '^[^ ]*bench-lstm-2x512.yaml: lstm \(fused head\), ' -- "$mnemo" plan "$src/configs/bench-lstm-2x512.yaml" --memory share --placement-seconds 0
+expect plan-head-ops-json 0 '"head": "ops"' -- "$mnemo" plan "$src/configs/bench-lstm-2x512-ops-head.yaml" --memory share --json --placement-seconds 0
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal

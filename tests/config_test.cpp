@@ -91,8 +91,8 @@ TEST(Config, ResNetLayoutFollowsTheDevice) {
 }
 
 // model.head: fused builds one linear_cross_entropy node in training graphs and the per-step
-// classifiers in evaluation graphs (whose logits are scored), on a GPU too, and a value other than
-// ops or fused names the key.
+// classifiers in evaluation graphs (whose logits are scored), on a GPU too; auto, the default,
+// resolves per device; a value other than auto, ops or fused names the key.
 TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
   const std::string base = "model: {type: lstm, layers: 1, hidden: 4, per_step: true, head: H}\n"
                            "data: {source: synthetic-seq, shape: [3, 2], classes: 5, batch: 2}\ntrain: {steps: 1}\n";
@@ -116,6 +116,25 @@ TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
   c.device = "cuda";  // (the CUDA backend has the fused head's kernels too)
   EXPECT_EQ(count(build_model(c, static_data_shape(c), 2), "linear_cross_entropy"), 1);
   EXPECT_NE(error_of(yaml("fuse")).find("model.head"), std::string::npos) << error_of(yaml("fuse"));
+  // auto, the default: fused for per-step classifiers on the CPU; the per-step ops on a GPU (whose
+  // fused kernels have not yet run on one) and for one classifier at the end.
+  Config dflt = parse_config(yaml("auto"), "t.yaml");
+  EXPECT_EQ(dflt.lstm_head, "auto");
+  const BuiltModel auto_cpu = build_model(dflt, static_data_shape(dflt), 2);
+  EXPECT_EQ(count(auto_cpu, "linear_cross_entropy"), 1);
+  EXPECT_EQ(auto_cpu.head, "fused");
+  EXPECT_EQ(auto_cpu.layout_note(), " (fused head)");
+  std::string unset = base;
+  unset.replace(unset.find(", head: H"), 9, "");
+  EXPECT_EQ(parse_config(unset, "t.yaml").lstm_head, "auto");
+  dflt.device = "cuda:0";
+  const BuiltModel auto_gpu = build_model(dflt, static_data_shape(dflt), 2);
+  EXPECT_EQ(count(auto_gpu, "linear_cross_entropy"), 0);
+  EXPECT_EQ(auto_gpu.head, "ops");
+  dflt.device = "cpu";
+  dflt.lstm.per_step = false;
+  DataShape last = static_data_shape(dflt);
+  EXPECT_EQ(count(build_model(dflt, last, 2), "linear_cross_entropy"), 0);
 }
 
 TEST(Config, ReferenceModelsHaveTheirDepths) {

@@ -13,7 +13,7 @@ Config small_resnet() {
                       "train: {steps: 1}\n", "resnet14.yaml");
 }
 Config small_lstm() {
-  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true}\n"
+  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true, head: ops}\n"
                       "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
                       "train: {steps: 1}\n", "lstm.yaml");
 }

@@ -2,7 +2,7 @@
 # Step times of mnemo against PyTorch (CPU, float32) on the same models, in one run; prints a markdown table.
 #
 #   tools/compare_pytorch.sh [MNEMO [THREADS]] [--mnemo PATH] [--threads T] [--steps N] [--warmup K] [--rounds R]
-#                            [--python PATH] [--models resnet56,lstm,lstm-fused,lstm-fused-head,densenet121,inception_v3]
+#                            [--python PATH] [--models resnet56,lstm,lstm-ops-head,lstm-fused,lstm-fused-head,densenet121,inception_v3]
 #
 # MNEMO: the mnemo binary (default build/mnemo; a relative path is tried from the current directory, then from the
 # repository root). THREADS (default 2): OMP_NUM_THREADS for mnemo and torch.set_num_threads for PyTorch.
@@ -10,9 +10,10 @@
 # /work/venv-torch/bin/python, or $TORCH_PYTHON) must have torch installed. Builds and installs nothing.
 #
 # Models (--models, default resnet56,lstm): configs/resnet56-cifar.yaml (--memory share) against bench_pytorch.py
-# resnet56, configs/bench-lstm-2x512.yaml against lstm (lstm-fused: configs/bench-lstm-2x512-fused.yaml, the same
-# LSTM with model.cell: fused; lstm-fused-head: configs/bench-lstm-2x512-fused-head.yaml, model.head: fused; both
-# against the same PyTorch LSTM), configs/table2/densenet121.yaml and inception_v3.yaml at
+# resnet56, configs/bench-lstm-2x512.yaml against lstm (mnemo's default head, fused on the CPU; lstm-ops-head:
+# configs/bench-lstm-2x512-ops-head.yaml, model.head: ops, a classifier and a loss per step; lstm-fused:
+# configs/bench-lstm-2x512-fused.yaml, model.cell: fused; lstm-fused-head: configs/bench-lstm-2x512-fused-head.yaml,
+# model.head: fused; all against the same PyTorch LSTM), configs/table2/densenet121.yaml and inception_v3.yaml at
 # batch 8 against torchvision's densenet121 and inception_v3. Every round runs, per model, mnemo (memory share and
 # sublinear) and PyTorch three times: with glibc's defaults, with the tuned allocator (MALLOC_MMAP_THRESHOLD_ and
 # MALLOC_TRIM_THRESHOLD_ raised, so freed buffers are kept) and with jemalloc preloaded (Debian's libjemalloc.so.2,
@@ -69,10 +70,11 @@ torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/nul
 cd "$root"
 IFS=, read -r -a models <<<"$model_list"
 declare -A config=([resnet56]=configs/resnet56-cifar.yaml [lstm]=configs/bench-lstm-2x512.yaml
+                   [lstm-ops-head]=configs/bench-lstm-2x512-ops-head.yaml
                    [lstm-fused]=configs/bench-lstm-2x512-fused.yaml [lstm-fused-head]=configs/bench-lstm-2x512-fused-head.yaml
                    [densenet121]=configs/table2/densenet121.yaml [inception_v3]=configs/table2/inception_v3.yaml)
 declare -A batch_of=([densenet121]=8 [inception_v3]=8)
-for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (resnet56, lstm, lstm-fused, lstm-fused-head, densenet121, inception_v3)"; done
+for m in "${models[@]}"; do [[ -n ${config[$m]:-} ]] || die "unknown model $m (resnet56, lstm, lstm-ops-head, lstm-fused, lstm-fused-head, densenet121, inception_v3)"; done
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
@@ -83,8 +85,8 @@ tuned_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184)
 jemalloc=$(ldconfig -p 2>/dev/null | awk '/libjemalloc\.so\.2 / {print $NF; exit}')
 [[ -n $jemalloc ]] || die "libjemalloc.so.2 not found (install libjemalloc2: scripts/deps.sh does)"
 jemalloc_env=(LD_PRELOAD="$jemalloc")
-declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8" [lstm-fused]="segment:8" [lstm-fused-head]="segment:8")
-declare -A torch_model=([lstm-fused]=lstm [lstm-fused-head]=lstm)  # the PyTorch model a mnemo config is compared with (default: its name)
+declare -A ckpts=([resnet56]="sequential:4 block" [lstm]="segment:8" [lstm-ops-head]="segment:8" [lstm-fused]="segment:8" [lstm-fused-head]="segment:8")
+declare -A torch_model=([lstm-ops-head]=lstm [lstm-fused]=lstm [lstm-fused-head]=lstm)  # the PyTorch model a mnemo config is compared with (default: its name)
 run_mnemo() {  # model round mode
   local bflag=()
   [[ -n ${batch_of[$1]:-} ]] && bflag=(--batch "${batch_of[$1]}")
@@ -128,6 +130,7 @@ import json, statistics, sys
 path, threads = sys.argv[1], int(sys.argv[2])
 runs = [json.loads(l) for l in open(path)]
 names = {"resnet56": "ResNet-56 CIFAR (3x32x32, 10 classes)", "lstm": "LSTM 2x512, 64 steps, in 50, 5000 classes",
+         "lstm-ops-head": "LSTM 2x512 as above, mnemo with model.head: ops",
          "lstm-fused": "LSTM 2x512 as above, mnemo with model.cell: fused",
          "lstm-fused-head": "LSTM 2x512 as above, mnemo with model.head: fused",
          "densenet121": "DenseNet-121 (3x224x224, 1000 classes)", "inception_v3": "Inception-v3 (3x299x299, 1000 classes)"}

@@ -125,6 +125,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                         {"batch", c.data.batch}, {"ranks", ranks}, {"forward_nodes", p.model.builder.graph().size()},
                         {"modes", nlohmann::json::array()}};
   const mnemo::ModelStats stats = mnemo::model_stats(p.model.builder);
+  if (!p.model.head.empty()) out["head"] = p.model.head;
   out["params"] = stats.params;
   out["forward_flops"] = stats.forward_flops;
   out["forward_matmul_flops"] = stats.matmul_flops;

@@ -296,7 +296,7 @@ void parse_model(Section& m, Config& c) {
     l.steps = m.get_int("steps", 0, 0, 1 << 20);  // 0: from the data
     l.per_step = m.get_bool("per_step", false);
     l.fused_cell = m.get_string("cell", "ops", {"ops", "fused"}) == "fused";
-    l.fused_head = m.get_string("head", "ops", {"ops", "fused"}) == "fused";
+    c.lstm_head = m.get_string("head", "auto", {"auto", "ops", "fused"});
   } else {
     GraphModelConfig& g = c.graph;
     g.where = m.where(m.node());
@@ -562,6 +562,14 @@ int64_t resnet_block(const ResNetConfig& r, const std::string& device) {
   return block;
 }
 
+bool lstm_fused_head(const Config& c) {
+  if (c.lstm_head != "auto") return c.lstm_head == "fused";
+  // The fused head pays where there are logits at every step to keep or recompute. On a GPU its
+  // kernels have not yet run (docs/GPU.md), so auto stays with the per-step ops there.
+  const bool gpu = c.device.rfind("cuda", 0) == 0;
+  return c.lstm.per_step && !gpu;
+}
+
 BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool training) {
   const auto where = [&]() { return c.file + ": "; };
   try {
@@ -585,6 +593,7 @@ BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool
       l.batch = batch;
       l.classes = ds.classes;
       l.training = training;
+      l.fused_head = lstm_fused_head(c);
       MNEMO_CHECK(l.per_step == ds.per_step_labels || c.data.source == "synthetic-seq")
           << "model.per_step is " << (l.per_step ? "true" : "false") << " but data.source " << c.data.source
           << (ds.per_step_labels ? " labels every step" : " labels whole sequences");

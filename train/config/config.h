@@ -70,6 +70,9 @@ struct Config {
   ResNetConfig resnet;
   ZooConfig zoo;            // alexnet, vgg, densenet, inception_v3, mobilenet_v2 (models/zoo.h)
   LstmConfig lstm;
+  // model.head of an LSTM: auto, ops or fused; build_model resolves it per device into
+  // lstm.fused_head (auto: fused for per-step classifiers on the CPU, ops otherwise).
+  std::string lstm_head = "auto";
   GraphModelConfig graph;
   std::map<std::string, int> mirror;  // per-node mirror counts (override any planner)
   DataConfig data;
@@ -116,5 +119,9 @@ BuiltModel build_model(const Config& c, const DataShape& shape, int64_t batch, b
 // builder's channel block: plain 0; blocked oneDNN's block on this CPU (an error on a GPU or where
 // oneDNN has none); auto blocked on the CPU when that block divides the widths (float32), else 0.
 int64_t resnet_block(const ResNetConfig& r, const std::string& device);
+// model.head resolved for the config's device: ops false, fused true; auto true for an LSTM with a
+// classifier at every step (per_step) on the CPU, false otherwise (on a GPU until the fused head's
+// kernels have run on one).
+bool lstm_fused_head(const Config& c);
 
 }  // namespace mnemo

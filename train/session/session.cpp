@@ -736,6 +736,7 @@ int run_bench(const BenchOptions& opt) {
     j["threads"] = omp_get_max_threads();
     j["device"] = gpu ? device->name() : "cpu";
     j["layout"] = p.model.layout_name();
+    if (!p.model.head.empty()) j["head"] = p.model.head;
     j["captured_graphs"] = step.executor().captures();
     if (gpu) {
       j["device_allocated_bytes"] = device->allocated_bytes();
