@@ -29,6 +29,8 @@ expect() {
 # verdict NAME STATUS OUTPUT (tests/verdict.sh)
 . "$src/tests/verdict.sh"
 cfg=$src/configs/mlp-graph.yaml
+expect unknown-command 2 "unknown command 'trian' \\(mnemo COMMAND \\[options\\]; the commands: ops, graph, plan, import, train, grad, bench, curve\\)" -- "$mnemo" trian x.yaml
+expect option-before-command 2 "option '--bogus' before a command \\(mnemo COMMAND" -- "$mnemo" --bogus
 expect version 0 '^mnemo [0-9]+\.[0-9]+\.[0-9]+' -- "$mnemo" --version
 expect ops 0 'conv2d +compute +- +in0,in1 -' -- "$mnemo" ops
 # MNEMO_CPU_GEMM (ops/fully_connected.cpp): a value other than mkl or onednn fails every command,

@@ -428,6 +428,18 @@ int main(int argc, char** argv) {
             if (r.empty()) throw CLI::ValidationError(o->get_name(), "expected a value, got an empty string");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A first word that is no command (a typo, `mnemo trian`): CLI11 says only that a command is
+    // required. Name the word and the commands.
+    // An unknown option with no command after it (`mnemo --bogus`) is reported the same way.
+    if (app.get_subcommands().empty() && argc > 1) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "mnemo: error: " << (argv[1][0] == '-' ? "option '" : "unknown command '") << argv[1]
+                << (argv[1][0] == '-' ? "' before a command" : "'") << " (mnemo COMMAND [options]; the commands: " << names
+                << ")\nRun 'mnemo --help' for what each does.\n";
+      return 2;
+    }
     // A bad command line is a usage error (exit 2) with a sentence, like every other error.
     std::cerr << "mnemo: error: " << e.what() << "\nRun 'mnemo --help' (or 'mnemo COMMAND --help') for the options.\n";
     return 2;
