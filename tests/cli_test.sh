@@ -88,6 +88,11 @@ expect train-profile 0 'profile \(2 steps after the run.s first, whose one-off c
 expect train-profile-one 0 'profile \(1 step, the first with its one-off costs' -- "$mnemo" train "$cfg" --steps 1 --no-eval --profile
 expect save-init 0 'wrote the initial weights' -- "$mnemo" train "$cfg" --save-init "$tmp/w.safetensors"
 expect curve 0 'log-log slopes' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2,4 --memory share --out "$tmp/curve" --no-plot
+# The built-in LSTM of Chen's curves is the per-step graph (head: ops; the default head would plan
+# the fused one, 29935872 bytes of feature maps at 4 steps).
+expect curve-lstm 0 'wrote .*curve.csv' -- "$mnemo" curve lstm --vary seq --values 4 --memory share --out "$tmp/curve-lstm" --no-plot
+grep -q '^lstm,seq,4,17,share,32990464,' "$tmp/curve-lstm/curve.csv"
+verdict curve-lstm-per-step $? "$(tail -1 "$tmp/curve-lstm/curve.csv" 2>&1)"
 expect curve-budget 0 'sublinear +total +[0-9.]+ [KMG]iB, recompute' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --budgets 3 --memory share,sublinear --out "$tmp/curve-budget" --no-plot
 expect curve-budget-values 0 'budget +1.0 MiB: below the least feasible .*skipped' -- "$mnemo" curve "$src/configs/resnet20-fashion-mnist.yaml" --vary budget --values 1,500 --memory share --out "$tmp/curve-budget-values" --no-plot
 expect curve-budgets-vary 1 '--budgets needs --vary budget' -- "$mnemo" curve "$src/configs/resnet56-cifar.yaml" --vary batch --values 2 --budgets 3 --out "$tmp/curve-x" --no-plot
@@ -192,15 +197,20 @@ grep -qx 'share,,' "$tmp/cv1/slopes.csv" && ! grep -q nan "$tmp/cv1/slopes.csv"
 verdict curve-one-value-slopes $? "$(cat "$tmp/cv1/slopes.csv")"
 expect curve-twice 1 '--values: 8 is given twice' -- "$mnemo" curve "$r20" --vary depth --values 8,8 --memory share --device host --out "$tmp/cv2" --no-plot
 # Text: the test split is the file's last tenth (it was the training text); a test split smaller
-# than one batch is scored, its loss reported as not measured (it read 0.0000).
+# than one batch is scored, its loss too (it read 0.0000, then "not measured").
 python3 -c "print('the quick brown fox jumps over the lazy dog ' * 5)" >"$tmp/t.txt"
 printf 'model: {type: lstm, layers: 1, hidden: 8, per_step: true}\ndata: {source: text, path: %s, steps: 10, batch: 4}\ntrain: {steps: 2}\n' "$tmp/t.txt" >"$tmp/text.yaml"
-expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss not measured: no full batch of 4' -- "$mnemo" train "$tmp/text.yaml"
-# ... and in the metrics file that loss is null (JSON has no NaN), the accuracy a number.
+expect text-held-out 0 'test accuracy [0-9.]+% on 20 examples \(test loss [0-9.]+, ' -- "$mnemo" train "$tmp/text.yaml"
 sed "s|^train: {steps: 2}|train: {steps: 2, metrics: $tmp/text-metrics.jsonl}|" "$tmp/text.yaml" >"$tmp/text-m.yaml"
-expect text-metrics-run 0 'test loss not measured' -- "$mnemo" train "$tmp/text-m.yaml"
-grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_examples":20,"test_loss":null,"test_loss_examples":0\}$' "$tmp/text-metrics.jsonl"
-verdict text-metrics-null $? "$(tail -2 "$tmp/text-metrics.jsonl" 2>&1)"
+expect text-metrics-run 0 'test loss [0-9.]+, ' -- "$mnemo" train "$tmp/text-m.yaml"
+grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_examples":20,"test_loss":[0-9.e-]+,"test_loss_examples":20\}$' "$tmp/text-metrics.jsonl"
+verdict text-metrics-loss $? "$(tail -2 "$tmp/text-metrics.jsonl" 2>&1)"
+# A graph config's loss is its graph's, over full batches: a test set smaller than one batch has
+# none, reported as not measured, and in the metrics file null (JSON has no NaN).
+sed -e 's/^  size: 3200/  size: 3200\n  eval_size: 10/' -e "s|^train:|train:\n  metrics: $tmp/graph-small.jsonl|" "$cfg" >"$tmp/graph-small.yaml"
+expect graph-small-test 0 'test accuracy [0-9.]+% on 10 examples \(test loss not measured: no full batch of 32' -- "$mnemo" train "$tmp/graph-small.yaml" --steps 2
+grep -qE '^\{"step":2,"test_accuracy":[0-9.e-]+,"test_examples":10,"test_loss":null,"test_loss_examples":0\}$' "$tmp/graph-small.jsonl"
+verdict graph-metrics-null $? "$(tail -2 "$tmp/graph-small.jsonl" 2>&1)"
 # A learning rate past float32's range (inf in the step), and checkpoint.dir naming a file (a raw
 # filesystem error naming neither the config nor the key).
 sed 's/^  lr: .*/  lr: 1e40/' "$cfg" >"$tmp/lr.yaml"
@@ -246,15 +256,19 @@ expect not-differentiable 1 'nograd.yaml:18:7: node .a1. \(tanh_grad\) is on the
 # - plan and grad take train.threads, as train and bench do (the CPU workspace depends on it).
 printf 'model: {type: resnet, style: cifar, depth: 8, width: 4}\ndata: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 42, eval_size: 10}\noptimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.0005}\nschedule: {type: cosine, warmup_steps: 3, min_lr: 0.001}\ntrain: {steps: 12, log_every: 1, seed: 3, threads: 1, metrics: %s/h.jsonl, eval_every: 5}\ncheckpoint: {dir: %s/hck, every: 4}\n' "$tmp" "$tmp" >"$tmp/h.yaml"
 expect plan-threads 0 'planned for cpu \(1 threads\)' -- env OMP_NUM_THREADS=2 "$mnemo" plan "$tmp/h.yaml" --memory share
-# - each epoch's examples left out of full batches are said; the test loss says which examples it covers.
+# - each epoch's examples left out of full batches are said; the test loss says which examples it
+#   covers: a built-in model's every one (its rows' cross-entropy, scored on the host), a graph
+#   config's the full batches'.
 "$mnemo" train "$tmp/h.yaml" --steps 4 --checkpoint "$tmp/h4.ck" >"$tmp/h4.txt" 2>&1
 verdict h4-run $? "$(tail -3 "$tmp/h4.txt")"
 grep -q 'each epoch leaves 2 of its 42 shuffled training examples out' "$tmp/h4.txt"
 verdict left-out $? "$(sed -n 1,3p "$tmp/h4.txt")"
-grep -qE 'test accuracy [0-9.]+% on 10 examples \(test loss [0-9.]+ on the first 8, in full batches of 4' "$tmp/h4.txt"
+grep -qE 'test accuracy [0-9.]+% on 10 examples \(test loss [0-9.]+, ' "$tmp/h4.txt"
 verdict loss-covers $? "$(grep 'test accuracy' "$tmp/h4.txt")"
-grep -q '"test_examples":10,"test_loss":[0-9.e-]*,"test_loss_examples":8' "$tmp/h.jsonl"
+grep -q '"test_examples":10,"test_loss":[0-9.e-]*,"test_loss_examples":10' "$tmp/h.jsonl"
 verdict loss-covers-metrics $? "$(tail -1 "$tmp/h.jsonl")"
+sed 's/^  size: 3200/  size: 3200\n  eval_size: 40/' "$cfg" >"$tmp/graph-eval.yaml"
+expect loss-covers-graph 0 'test accuracy [0-9.]+% on 40 examples \(test loss [0-9.]+ on the first 32, in full batches of 32' -- "$mnemo" train "$tmp/graph-eval.yaml" --steps 2
 # - a resume whose optimiser or schedule differs from the checkpoint's says so (a cosine's total
 #   steps changed its learning rate silently); the loss average continues from the checkpoint's.
 "$mnemo" train "$tmp/h.yaml" --resume "$tmp/h4.ck" >"$tmp/h-resumed.txt" 2>&1

@@ -200,6 +200,47 @@ TEST(Train, EvaluationAndMetricsLines) {
   EXPECT_EQ(evals, 3);      // after steps 2 and 4, and at the end
 }
 
+// The test loss of a built-in model covers every example, the partial last batch's too: the mean
+// softmax cross-entropy of the logits' rows, scored on the host, the same whatever the evaluation
+// batch (it was the full batches' only, 8 of 10 examples at eval_batch 4). A graph config's loss
+// stays its graph's, over the full batches.
+TEST(Train, TestLossCoversEveryExampleWhateverTheEvalBatch) {
+  TempDir d;
+  auto test_loss = [&](const std::string& model, const std::string& data, int eval_batch, int64_t* examples) {
+    const std::string metrics = d.file("m" + std::to_string(eval_batch) + ".jsonl");
+    std::filesystem::remove(metrics);
+    const std::string cfg = d.file("c.yaml", model + "data: {" + data + ", eval_size: 10, eval_batch: " + std::to_string(eval_batch) +
+                                                 "}\noptimizer: {lr: 0.05, momentum: 0.9}\ntrain: {steps: 2, seed: 3, threads: 1, metrics: " +
+                                                 metrics + "}\n");
+    TrainOptions o;
+    o.config = cfg;
+    EXPECT_EQ(run_train(o), 0);
+    std::ifstream in(metrics);
+    std::string last;
+    for (std::string line; std::getline(in, line);) last = line;
+    const nlohmann::json j = nlohmann::json::parse(last);
+    *examples = j.at("test_loss_examples").get<int64_t>();
+    EXPECT_EQ(j.at("test_examples").get<int64_t>(), *examples);
+    return j.at("test_loss").get<double>();
+  };
+  struct Case {
+    std::string model, data;
+    int64_t scored;  // rows scored: examples, or examples x steps for per-step classifiers
+  };
+  for (const Case& k : {Case{"model: {type: resnet, style: cifar, depth: 8, width: 4}\n", "source: synthetic, shape: [3, 8, 8], classes: 3, batch: 4, size: 16", 10},
+                        Case{"model: {type: lstm, layers: 1, hidden: 8, per_step: true}\n", "source: synthetic-seq, shape: [6, 5], classes: 7, batch: 4, size: 16", 60}}) {
+    SCOPED_TRACE(k.model);
+    int64_t n10 = 0, n4 = 0, n3 = 0;
+    const double l10 = test_loss(k.model, k.data, 10, &n10), l4 = test_loss(k.model, k.data, 4, &n4), l3 = test_loss(k.model, k.data, 3, &n3);
+    EXPECT_EQ(n10, k.scored);
+    EXPECT_EQ(n4, k.scored);
+    EXPECT_EQ(n3, k.scored);
+    ASSERT_TRUE(std::isfinite(l10) && l10 > 0) << l10;
+    EXPECT_NEAR(l4, l10, 1e-5 * l10);
+    EXPECT_NEAR(l3, l10, 1e-5 * l10);
+  }
+}
+
 TEST(Schedule, WarmupStepAndCosine) {
   OptimizerConfig o;
   o.lr = 0.4;

@@ -151,7 +151,11 @@ void BoundStep::fail_non_finite(const std::string& problem) {
 }
 
 // Counts correct predictions of the first `count` examples: argmax over each logits row.
-static int64_t count_correct(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, int64_t* scored) {
+// Scores the first `count` examples of an evaluation batch: the correct predictions, the rows
+// scored (added to *scored) and, when `ce_sum` is given, each scored row's softmax cross-entropy
+// against its label added to *ce_sum, in double from the float logits: (m - z_y) + log sum exp(z - m).
+static int64_t score_batch(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, int64_t* scored,
+                           double* ce_sum) {
   int64_t correct = 0;
   const int32_t* y = labels.as<int32_t>();
   for (size_t t = 0; t < m.all_logits.size(); ++t) {
@@ -161,11 +165,17 @@ static int64_t count_correct(const Executor& ex, const BuiltModel& m, const Tens
     const float* p = lv.as<float>();
     for (int64_t i = 0; i < count; ++i) {
       const float* row = p + i * classes;
-      const int64_t pred = std::max_element(row, row + classes) - row;
+      const float* top = std::max_element(row, row + classes);
       // Labels: [N] for one classifier; [T,N] time-major for per-step classifiers.
       const int32_t label = m.all_logits.size() == 1 ? y[i] : y[t * n + i];
-      correct += pred == label;
+      correct += top - row == label;
       ++*scored;
+      if (!ce_sum) continue;
+      MNEMO_CHECK(label >= 0 && label < classes) << "evaluation: label " << label << " outside the " << classes << " classes";
+      const double mx = *top;
+      double sum = 0;
+      for (int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(row[k]) - mx);
+      *ce_sum += (mx - static_cast<double>(row[label])) + std::log(sum);
     }
   }
   return correct;
@@ -195,18 +205,26 @@ Evaluator::Result Evaluator::run(const DataSource& test) {
   int64_t batches = 0, loss_examples = 0;
   const bool tm = time_major(c_);
   const int64_t batch = this->batch();
+  // The built-in models' evaluation loss is the mean softmax cross-entropy of their logits' rows
+  // (every step's, for per-step classifiers): scored on the host, it covers every example, the
+  // partial last batch's too (the graph's loss would average in its padding rows). A graph
+  // config's loss can be anything: the graph's, over the full batches.
+  const bool rows = c_.model_type != "graph";
+  double ce_sum = 0;
   for_each_eval_batch(test, batch, tm, [&](const Tensor& x, const Tensor& y, int64_t count) {
     const std::vector<TensorView> v = inputs_.put({&x, &y});
     ex_->bind(m_.data, v[0]);
     ex_->bind(m_.labels, v[1]);
     ex_->run();
     const int64_t before = scored;
-    correct += count_correct(*ex_, m_, y, count, &scored);
+    correct += score_batch(*ex_, m_, y, count, &scored, rows ? &ce_sum : nullptr);
     // (examples as scored: a per-step classifier's predictions, each step's of each sequence)
-    if (count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches, loss_examples += scored - before;
+    if (!rows && count == batch) loss_sum += ex_->fetch(m_.loss).as<float>()[0], ++batches, loss_examples += scored - before;
   });
-  return {scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0,
-          batches ? loss_sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN(), scored, loss_examples};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double accuracy = scored ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0;
+  if (rows) return {accuracy, scored ? ce_sum / static_cast<double>(scored) : nan, scored, scored};
+  return {accuracy, batches ? loss_sum / static_cast<double>(batches) : nan, scored, loss_examples};
 }
 
 }  // namespace mnemo

@@ -96,9 +96,10 @@ class Evaluator {
             bool capture);
   struct Result {
     double accuracy = 0;
-    // The mean of the full batches' losses (a partial last batch is scored, but its loss would
-    // average in the padding rows): NaN when there is no full batch (loss_examples 0). It covers
-    // loss_examples of the examples (the full batches'); the accuracy covers all of them.
+    // The test loss: for the built-in models the mean softmax cross-entropy of every scored row
+    // (loss_examples == examples); for a graph config the mean of the full batches' losses (a
+    // partial last batch is scored, but its loss would average in the padding rows), NaN when
+    // there is no full batch (loss_examples 0). The accuracy covers every example.
     double loss = 0;
     int64_t examples = 0, loss_examples = 0;
   };
