@@ -18,7 +18,7 @@ Config small_lstm() {
                       "train: {steps: 1}\n", "lstm.yaml");
 }
 Config small_lstm_fused() {
-  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true, cell: fused}\n"
+  return parse_config("model: {type: lstm, layers: 2, hidden: 8, per_step: true, cell: fused, head: ops}\n"
                       "data: {source: synthetic-seq, shape: [12, 5], classes: 6, batch: 3}\n"
                       "train: {steps: 1}\n", "lstm-fused.yaml");
 }

@@ -19,7 +19,8 @@ DEFAULT = ["configs/resnet56-cifar.yaml=0.3x,0.4x,0.5x,0.6x,62662740",
            "configs/table2/resnet152.yaml=0.3x,0.4x,0.5x,0.6x",
            "configs/table2/densenet121.yaml=0.3x,0.4x,0.5x",
            "configs/table2/inception_v3.yaml=0.4x,0.6x",
-           "configs/bench-lstm-2x512.yaml=0.45x,0.5x,0.6x,0.7x",
+           "configs/bench-lstm-2x512-ops-head.yaml=0.45x,0.5x,0.6x,0.7x",
+           "configs/bench-lstm-2x512.yaml=0.6x,0.7x,0.8x",
            "configs/lstm-paper.yaml=0.5x,0.6x,0.7x,0.8x"]
 
 

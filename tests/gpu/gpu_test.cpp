@@ -396,7 +396,7 @@ const char* kResnet =
     "data: {source: synthetic, shape: [3, 16, 16], classes: 10, batch: 16}\n"
     "train: {steps: 1, seed: 5}\n";
 const char* kLstm =
-    "model: {type: lstm, layers: 2, hidden: 32, per_step: true}\n"
+    "model: {type: lstm, layers: 2, hidden: 32, per_step: true, head: ops}\n"
     "data: {source: synthetic-seq, shape: [12, 16], classes: 20, batch: 8}\n"
     "train: {steps: 1, seed: 5}\n";
 // The same LSTM with the fused head (one linear_cross_entropy node, model.head: fused).

@@ -50,7 +50,7 @@ Config base_config(const std::string& model) {
                         "optimizer: {momentum: 0.9}\ntrain: {steps: 1}\n",
                         "resnet (ImageNet-style, batch 32, 3x224x224)");
   if (model == "lstm")
-    return parse_config("model: {type: lstm, layers: 4, hidden: 1024, per_step: true}\n"
+    return parse_config("model: {type: lstm, layers: 4, hidden: 1024, per_step: true, head: ops}\n"
                         "data: {source: synthetic-seq, shape: [64, 50], classes: 5000, batch: 64}\n"
                         "optimizer: {momentum: 0.9}\ntrain: {steps: 1}\n",
                         "lstm (the paper's: 4 x 1024, batch 64, input 50, 5000 classes)");
