@@ -47,10 +47,10 @@ struct BuiltModel {
   // An LSTM's classifiers: "fused" (one linear_cross_entropy node in training), "ops" (per step),
   // empty for other models.
   std::string head;
-  // For reports: the layout's name ("plain" when empty), and " (activations nChw16c)",
-  // " (fused head)" or "".
+  // For reports: the layout's name ("plain" when empty), and what the model line adds after the
+  // model's type: " (activations nChw16c)", " (fused head)" or "".
   std::string layout_name() const { return layout.empty() ? "plain" : layout; }
-  std::string layout_note() const {
+  std::string report_note() const {
     return !layout.empty() ? " (activations " + layout + ")" : head == "fused" ? " (fused head)" : "";
   }
 };

@@ -23,6 +23,8 @@
 // separate fully_connected and softmax_cross_entropy keep for backward, or recompute when a
 // mirror plan drops them; this op keeps dx, dw and db instead (the input's and the weight's size).
 // CUDA: cuda/ops_fully_connected.cpp (the same steps, cuBLAS for the products).
+#include "ops/softmax_cross_entropy.h"
+
 #include "ops/common.h"
 #include "ops/fully_connected.h"
 
@@ -102,6 +104,23 @@ std::pair<T, T> max_and_sum(const T* z, int64_t c) {
   return {m, acc};
 }
 
+// One row's loss. (m - z) first: log(s) + m rounded the loss to m's precision (equal logits of
+// 1e7 gave 1.0 for ln 2).
+template <class T>
+T row_loss_of(const T* zn, int64_t cols, int32_t label) {
+  auto [m, s] = max_and_sum(zn, cols);
+  return (m - zn[label]) + std::log(s);
+}
+
+// The row losses summed in row order, in double: a float sum over many rows drifted (6e-4
+// relative at 65536 equal rows).
+template <class T>
+double row_total(const T* row_loss, int64_t rows) {
+  double total = 0;
+  for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_loss[n]);
+  return total;
+}
+
 std::vector<TensorType> infer_loss(const void*, std::span<const TensorType> in) {
   check_inputs(in, "softmax_cross_entropy");
   return {TensorType{in[0].dtype, {}}};
@@ -116,17 +135,8 @@ void loss_cpu(const KernelContext& c) {
     const T* z = c.in[0].as<T>();
     const int32_t* labels = c.in[1].as<int32_t>();
     T* row_loss = static_cast<T*>(c.workspace);
-    for_rows(rows, cols, [&](int64_t n) {
-      const T* zn = z + n * cols;
-      auto [m, s] = max_and_sum(zn, cols);
-      // (m - z) first: log(s) + m rounded the loss to m's precision (equal logits of 1e7 gave 1.0
-      // for ln 2)
-      row_loss[n] = (m - zn[labels[n]]) + std::log(s);
-    });
-    // Summed in double: a float sum over many rows drifted (6e-4 relative at 65536 equal rows).
-    double total = 0;
-    for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_loss[n]);
-    c.out[0].as<T>()[0] = static_cast<T>(total / static_cast<double>(rows));
+    for_rows(rows, cols, [&](int64_t n) { row_loss[n] = row_loss_of(z + n * cols, cols, labels[n]); });
+    c.out[0].as<T>()[0] = static_cast<T>(row_total(row_loss, rows) / static_cast<double>(rows));
   });
 }
 
@@ -211,9 +221,7 @@ void linear_loss_cpu(const KernelContext& c) {
       fc_gemm(false, false, n, d, classes, z, w, dx + r0 * d, false);  // dx = dz w
       fc_gemm(true, false, classes, d, n, z, x + r0 * d, dw, r0 > 0);  // dw (+)= dz^T x
     }
-    double total = 0;  // (in double, as softmax_cross_entropy's)
-    for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_loss[n]);
-    c.out[0].as<T>()[0] = static_cast<T>(total * static_cast<double>(scale));
+    c.out[0].as<T>()[0] = static_cast<T>(row_total(row_loss, rows) * static_cast<double>(scale));
   });
 }
 
@@ -242,6 +250,9 @@ void linear_grad_cpu(const KernelContext& c) {
 }
 
 }  // namespace
+
+float softmax_cross_entropy_row(const float* z, int64_t classes, int32_t label) { return row_loss_of(z, classes, label); }
+
 }  // namespace mnemo::ops
 
 MNEMO_REGISTER_OPS(softmax_cross_entropy) {

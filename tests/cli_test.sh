@@ -63,6 +63,8 @@ expect plan-layout 0 '"layout": "plain"' -- "$mnemo" plan "$src/configs/table2/r
 # An LSTM's head in the plan: fused by default (auto) on the CPU, ops where the config says so.
 expect plan-head-default 0 '^[^ ]*bench-lstm-2x512.yaml: lstm \(fused head\), ' -- "$mnemo" plan "$src/configs/bench-lstm-2x512.yaml" --memory share --placement-seconds 0
 expect plan-head-ops-json 0 '"head": "ops"' -- "$mnemo" plan "$src/configs/bench-lstm-2x512-ops-head.yaml" --memory share --json --placement-seconds 0
+printf 'model: {type: lstm, layers: 1, hidden: 8, per_step: true}\ndata: {source: synthetic-seq, shape: [6, 5], classes: 7, batch: 4, size: 16}\ntrain: {steps: 1}\n' >"$tmp/lstm-tiny.yaml"
+expect bench-head-json 0 '"head": ?"fused"' -- "$mnemo" bench "$tmp/lstm-tiny.yaml" --steps 1 --warmup 0 --json
 expect plan-optimal 0 '"model_optimum_bytes"' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal --json
 expect plan-optimal-log 0 "papers' objective: optimum .*max terms" -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory optimal
 expect train-optimal 0 'test accuracy [0-9.]+%' -- "$mnemo" train "$cfg" --steps 3 --memory optimal
@@ -342,6 +344,7 @@ expect save-init-from-resume 0 "wrote the weights of checkpoint .*h4.ck \(step 4
 ! cmp -s "$tmp/h4w.safetensors" "$tmp/h0w.safetensors"
 verdict save-init-from-resume-differs $? "the checkpoint's weights file equals the initial weights"
 expect save-init-from-resume-loads 0 'initial weights from' -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --steps 1 --no-eval
+expect save-init-init-and-resume 1 "--init and --resume exclude each other" -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --resume "$tmp/h4.ck" --save-init "$tmp/h4w3.safetensors"
 expect save-init-from-init 0 "wrote the weights of --init .*h4w.safetensors \(" -- "$mnemo" train "$tmp/h.yaml" --init "$tmp/h4w.safetensors" --save-init "$tmp/h4w2.safetensors"
 cmp -s "$tmp/h4w.safetensors" "$tmp/h4w2.safetensors" || python3 -c "
 import json, struct, sys

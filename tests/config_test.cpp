@@ -123,7 +123,7 @@ TEST(Config, LstmFusedHeadTrainsFusedAndEvaluatesPerStep) {
   const BuiltModel auto_cpu = build_model(dflt, static_data_shape(dflt), 2);
   EXPECT_EQ(count(auto_cpu, "linear_cross_entropy"), 1);
   EXPECT_EQ(auto_cpu.head, "fused");
-  EXPECT_EQ(auto_cpu.layout_note(), " (fused head)");
+  EXPECT_EQ(auto_cpu.report_note(), " (fused head)");
   std::string unset = base;
   unset.replace(unset.find(", head: H"), 9, "");
   EXPECT_EQ(parse_config(unset, "t.yaml").lstm_head, "auto");

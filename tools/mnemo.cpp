@@ -131,7 +131,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
   out["forward_matmul_flops"] = stats.matmul_flops;
   if (!json) {
     std::printf("%s: %s%s, %d layers, %lld parameters, %.3g GFLOP per forward pass, batch %lld, %zu forward nodes, planned for %s\n",
-                path.c_str(), c.model_type.c_str(), p.model.layout_note().c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
+                path.c_str(), c.model_type.c_str(), p.model.report_note().c_str(), p.model.layers, static_cast<long long>(stats.params), stats.forward_flops / 1e9,
                 static_cast<long long>(c.data.batch), p.model.builder.graph().size(), device ? device->name().c_str() : "the CPU");
     if (reduces)
       std::printf("one rank of %d (data parallelism, docs/PARALLEL.md): batch %lld per rank, gradients all-reduced in buckets "
@@ -435,8 +435,9 @@ int main(int argc, char** argv) {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
         names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::cerr << "mnemo: error: " << (argv[1][0] == '-' ? "option '" : "unknown command '") << argv[1]
-                << (argv[1][0] == '-' ? "' before a command" : "'") << " (mnemo COMMAND [options]; the commands: " << names
+      const std::string word = argv[1];
+      const std::string what = word[0] == '-' ? "option '" + word + "' before a command" : "unknown command '" + word + "'";
+      std::cerr << "mnemo: error: " << what << " (mnemo COMMAND [options]; the commands: " << names
                 << ")\nRun 'mnemo --help' for what each does.\n";
       return 2;
     }

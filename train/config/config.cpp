@@ -545,7 +545,7 @@ DataShape static_data_shape(const Config& c) {
 
 int64_t resnet_block(const ResNetConfig& r, const std::string& device) {
   if (r.layout == "plain") return 0;
-  const bool gpu = device.rfind("cuda", 0) == 0;
+  const bool gpu = is_cuda_device(device);
   const int64_t block = ops::conv::onednn_channel_block();  // oneDNN's own layout on this CPU
   const bool fits = r.dtype == DType::f32 && block > 0 && resnet_base_width(r) % block == 0;
   // No activation of the net holds more than batch x max(C, base width) x H x W elements; past
@@ -566,8 +566,7 @@ bool lstm_fused_head(const Config& c) {
   if (c.lstm_head != "auto") return c.lstm_head == "fused";
   // The fused head pays where there are logits at every step to keep or recompute. On a GPU its
   // kernels have not yet run (docs/GPU.md), so auto stays with the per-step ops there.
-  const bool gpu = c.device.rfind("cuda", 0) == 0;
-  return c.lstm.per_step && !gpu;
+  return c.lstm.per_step && !is_cuda_device(c.device);
 }
 
 BuiltModel build_model(const Config& c, const DataShape& ds, int64_t batch, bool training) {

@@ -115,6 +115,8 @@ DataShape static_data_shape(const Config& c);
 // The forward model a config describes for `batch` examples of `shape`; training = false gives
 // BatchNorm in inference mode (running statistics) for evaluation.
 BuiltModel build_model(const Config& c, const DataShape& shape, int64_t batch, bool training = true);
+// Whether a config's device (cpu, host, cuda, cuda:N) is a GPU.
+inline bool is_cuda_device(const std::string& device) { return device.rfind("cuda", 0) == 0; }
 // model.layout resolved for `device` (a config's device: cpu, host, cuda, cuda:N) into the ResNet
 // builder's channel block: plain 0; blocked oneDNN's block on this CPU (an error on a GPU or where
 // oneDNN has none); auto blocked on the CPU when that block divides the widths (float32), else 0.

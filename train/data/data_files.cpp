@@ -96,29 +96,27 @@ class GzFile {
 // is not the length of a gzip file of several members, which zlib reads as one stream: a valid
 // file was refused. A gzip file shorter than its header says fails while it is read.)
 struct StreamSize {
-  uint64_t bytes = 0;      // a plain file's size
+  uint64_t file_bytes = 0;  // the file's size: what a plain file holds, what a gzip file compresses to
   bool gzip = false;
-  uint64_t compressed = 0; // gzip: the file's size
 };
 StreamSize stream_size(const std::string& path, const std::string& what) {
   const int64_t size = regular_file_size(path, what);
   std::ifstream in(path, std::ios::binary);
   unsigned char head[2] = {0, 0};
   in.read(reinterpret_cast<char*>(head), 2);
-  if (!(size >= 18 && head[0] == 0x1f && head[1] == 0x8b)) return {static_cast<uint64_t>(size), false, 0};
-  return {0, true, static_cast<uint64_t>(size)};
+  return {static_cast<uint64_t>(size), size >= 18 && head[0] == 0x1f && head[1] == 0x8b};
 }
 
 // Throws unless a stream of `s` bytes holds exactly `expected` (the header's claim).
 void expect_stream_size(const StreamSize& s, uint64_t expected, const std::string& path, const std::string& claim) {
   if (s.gzip) {
-    const uint64_t most = 1032 * s.compressed + 1024;
+    const uint64_t most = 1032 * s.file_bytes + 1024;
     MNEMO_CHECK(expected <= most) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but a gzip file of "
-                                  << s.compressed << " bytes decompresses to at most " << most << ": truncated or corrupt";
+                                  << s.file_bytes << " bytes decompresses to at most " << most << ": truncated or corrupt";
     return;
   }
-  MNEMO_CHECK(expected == s.bytes) << "'" << path << "': the header claims " << claim << " (" << expected << " bytes) but the file holds "
-                                   << s.bytes << " bytes: truncated or corrupt";
+  MNEMO_CHECK(expected == s.file_bytes) << "'" << path << "': the header claims " << claim << " (" << expected
+                                        << " bytes) but the file holds " << s.file_bytes << " bytes: truncated or corrupt";
 }
 
 // dir/name.gz, or the uncompressed dir/name when only that exists.

@@ -238,7 +238,6 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
   if (c.data.eval && (opt.eval || c.run.eval_every)) test_ = make_source(c, Split::test);
   state_ = {0, 0, c.run.seed};
   if (!opt.init.empty()) {
-    MNEMO_CHECK(opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";
     load_weights(opt.init, "--init", params_);
     std::printf("initial weights from %s\n", opt.init.c_str());
   }
@@ -384,7 +383,7 @@ int Trainer::run() {
   const PlannedStep& ps = step_->result().planned;
   const std::string where = device_->name();
   std::printf("mnemo train %s: %s%s, %d layers, %zu training nodes, batch %lld, %s, %lld steps (%lld per epoch)\n",
-              opt_.config.c_str(), c_.model_type.c_str(), p_.model.layout_note().c_str(), p_.model.layers, step_->training().graph.size(),
+              opt_.config.c_str(), c_.model_type.c_str(), p_.model.report_note().c_str(), p_.model.layers, step_->training().graph.size(),
               static_cast<long long>(c_.data.batch), where.c_str(), static_cast<long long>(total_),
               static_cast<long long>(loader_.batches_per_epoch()));
   // The loader's batches are full: what does not fill the last one of an epoch is left out (other
@@ -580,12 +579,12 @@ int run_train(const TrainOptions& opt) {
   if (!opt.device.empty()) c.device = opt.device;
   parse_memory_mode(c.memory);  // a bad mode fails before any work
   use_config_threads(c);
+  MNEMO_CHECK(opt.init.empty() || opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";
   if (!opt.save_init.empty()) {
     // Writes the weights the run would start from, and trains nothing: the config's
     // initialisation, or --init's or --resume's weights (a checkpoint's weights as a weights file).
     MNEMO_CHECK(opt.checkpoint.empty() && !opt.steps)
         << "--save-init writes the weights a run would start from and trains nothing: --checkpoint and --steps do not apply";
-    MNEMO_CHECK(opt.init.empty() || opt.resume.empty()) << "--init and --resume exclude each other (a checkpoint holds the weights)";
     // Under mpirun every rank would write the same file: rank 0 does (the weights are the same).
     if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::string(r) != "0") return 0;
     std::shared_ptr<const DataSource> train = make_source(c, Split::train);
@@ -617,7 +616,7 @@ int run_train(const TrainOptions& opt) {
     MNEMO_CHECK(c.data.batch % n == 0) << c.file << ": data.batch " << c.data.batch << " does not divide over the " << n
                                        << " ranks of this run (mpirun -np " << n << "): use a multiple of " << n
                                        << " (data.batch is the global batch; each rank takes an equal share)";
-    if (c.device.rfind("cuda", 0) == 0) {
+    if (is_cuda_device(c.device)) {
 #ifdef MNEMO_HAVE_NCCL
       // One rank per GPU: plain `cuda` means the GPU of the rank's index on its machine.
       if (c.device == "cuda") {
@@ -752,7 +751,7 @@ int run_bench(const BenchOptions& opt) {
   } else {
     std::printf("%s: %s%s batch %lld, %s, mode %s: median %.4f s/step (min %.4f, max %.4f over %d steps), %.1f examples/s; "
                 "feature maps %s, total %s\n",
-                opt.config.c_str(), c.model_type.c_str(), p.model.layout_note().c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
+                opt.config.c_str(), c.model_type.c_str(), p.model.report_note().c_str(), static_cast<long long>(c.data.batch), device->name().c_str(), r.mode.c_str(),
                 median_s, times.front(), times.back(), opt.steps, c.data.batch / median_s, format_bytes(r.feature_map_bytes).c_str(),
                 format_bytes(r.total_bytes).c_str());
     if (gpu) print_device_memory(*device, r, step.params().bytes(), device_peak);

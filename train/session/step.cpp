@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "ops/softmax_cross_entropy.h"
 #include "train/session/preflight.h"
 
 namespace mnemo {
@@ -150,10 +151,9 @@ void BoundStep::fail_non_finite(const std::string& problem) {
   throw Error(os.str());
 }
 
-// Counts correct predictions of the first `count` examples: argmax over each logits row.
-// Scores the first `count` examples of an evaluation batch: the correct predictions, the rows
-// scored (added to *scored) and, when `ce_sum` is given, each scored row's softmax cross-entropy
-// against its label added to *ce_sum, in double from the float logits: (m - z_y) + log sum exp(z - m).
+// Scores the first `count` examples of an evaluation batch: the correct predictions (argmax over
+// each logits row), the rows scored (added to *scored) and, when `ce_sum` is given, each scored
+// row's softmax cross-entropy against its label (the op's row loss), summed in double into *ce_sum.
 static int64_t score_batch(const Executor& ex, const BuiltModel& m, const Tensor& labels, int64_t count, int64_t* scored,
                            double* ce_sum) {
   int64_t correct = 0;
@@ -170,12 +170,8 @@ static int64_t score_batch(const Executor& ex, const BuiltModel& m, const Tensor
       const int32_t label = m.all_logits.size() == 1 ? y[i] : y[t * n + i];
       correct += top - row == label;
       ++*scored;
-      if (!ce_sum) continue;
-      MNEMO_CHECK(label >= 0 && label < classes) << "evaluation: label " << label << " outside the " << classes << " classes";
-      const double mx = *top;
-      double sum = 0;
-      for (int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(row[k]) - mx);
-      *ce_sum += (mx - static_cast<double>(row[label])) + std::log(sum);
+      // (the label is in range: the graph's own loss node, run on this batch, checked every one)
+      if (ce_sum) *ce_sum += ops::softmax_cross_entropy_row(row, classes, label);
     }
   }
   return correct;
