@@ -52,7 +52,7 @@ void add_batch_norm(ModelBuilder& b, const std::vector<EntryRef>& in, const Grap
 }  // namespace
 
 BuiltModel build_graph_model(const GraphModelConfig& c, bool training) {
-  BuiltModel m{ModelBuilder(DType::f32), {}, {}};
+  BuiltModel m{ModelBuilder(DType::f32)};
   ModelBuilder& b = m.builder;
   b.set_training(training);
   std::unordered_map<std::string, int> index;

@@ -9,7 +9,7 @@ BuiltModel build_lstm_model(const LstmConfig& c) {
   MNEMO_CHECK(c.steps >= 1 && c.batch >= 1 && c.input >= 1 && c.hidden >= 1 && c.layers >= 1)
       << "lstm: steps, batch, input, hidden and layers must be positive";
   MNEMO_CHECK(c.classes >= 2) << "model.classes must be at least 2, got " << c.classes;
-  BuiltModel m{ModelBuilder(c.dtype), {}, {}};
+  BuiltModel m{ModelBuilder(c.dtype)};
   ModelBuilder& b = m.builder;
   const int64_t n = c.batch, H = c.hidden;
   EntryRef x = b.input("data", {c.steps, n, c.input}, c.dtype);

@@ -104,7 +104,7 @@ BuiltModel build_resnet(const ResNetConfig& c) {
   MNEMO_CHECK(c.batch >= 1 && c.channels >= 1 && c.height >= 1 && c.width >= 1)
       << "data shape must be positive, got batch " << c.batch << ", " << c.channels << "x" << c.height << "x" << c.width;
   MNEMO_CHECK(c.classes >= 2) << "model.classes must be at least 2, got " << c.classes;
-  BuiltModel m{ModelBuilder(c.dtype), {}, {}};
+  BuiltModel m{ModelBuilder(c.dtype)};
   Net net{m.builder};
   ModelBuilder& b = m.builder;
   b.set_training(c.training);

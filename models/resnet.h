@@ -33,6 +33,7 @@ struct ResNetConfig {
 };
 
 struct BuiltModel {
+  explicit BuiltModel(ModelBuilder b) : builder(std::move(b)) {}
   ModelBuilder builder;
   EntryRef loss;
   EntryRef logits;

@@ -455,7 +455,7 @@ Genotype darts_v2_genotype() {
 
 BuiltModel build_inception_block_net(char kind, int64_t batch, int64_t size, int64_t width, int64_t c, int64_t classes) {
   MNEMO_CHECK(kind == 'A' || kind == 'B' || kind == 'C') << "inception block kind must be A, B or C, got '" << kind << "'";
-  BuiltModel m{ModelBuilder(DType::f32), {}, {}};
+  BuiltModel m{ModelBuilder(DType::f32)};
   Net n(m);
   EntryRef x = m.builder.input("data", {batch, 3, size, size}, DType::f32);
   EntryRef y = m.builder.input("labels", {batch}, DType::i32);
@@ -478,7 +478,7 @@ BuiltModel build_zoo_model(const ZooConfig& c) {
   MNEMO_CHECK(c.batch >= 1 && c.channels >= 1 && c.height >= 1 && c.width >= 1)
       << "data shape must be positive, got batch " << c.batch << ", " << c.channels << "x" << c.height << "x" << c.width;
   MNEMO_CHECK(c.classes >= 2) << "model.classes must be at least 2, got " << c.classes;
-  BuiltModel m{ModelBuilder(c.dtype), {}, {}};
+  BuiltModel m{ModelBuilder(c.dtype)};
   m.builder.set_training(c.training);
   Net n(m);
   EntryRef x = m.builder.input("data", {c.batch, c.channels, c.height, c.width}, c.dtype);

@@ -232,7 +232,7 @@ TEST(Autograd, SharedWeightGradientsAccumulateAsAChain) {
   EXPECT_EQ(g.node(e.node).inputs.size(), 2u);
   EXPECT_EQ(folded, 4) << "5 uses of wx: 4 accumulating GEMMs";
   for (const Node& n : g.nodes())
-    if (n.op->name == "add") EXPECT_EQ(n.name.find("lstm0/wx"), std::string::npos) << n.name;
+    if (n.op->name == "add") { EXPECT_EQ(n.name.find("lstm0/wx"), std::string::npos) << n.name; }
 }
 
 TEST(Autograd, BatchNormRunningStatisticsUpdatedOnceUnderRecompute) {

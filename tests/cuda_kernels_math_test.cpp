@@ -428,7 +428,7 @@ TEST(CudaKernelsMath, ConvolutionLaunchesCoverTheBatchWithinTheLimit) {
     const int64_t last = batch - (launches - 1) * chunk;
     EXPECT_GE(last, 1);
     EXPECT_LE(last, chunk);
-    if (batch * per <= limit) EXPECT_EQ(chunk, batch) << "a batch within the limit is one launch";
+    if (batch * per <= limit) { EXPECT_EQ(chunk, batch) << "a batch within the limit is one launch"; }
   }
   // The GPU cases: the test's [524589, 1, 64, 64] and ResNet-50's stem output [2800, 64, 112, 112].
   EXPECT_EQ(cuda::conv::launch_batch(524589, 64 * 64, INT32_MAX), 262295);

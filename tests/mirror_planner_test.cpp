@@ -57,7 +57,7 @@ TEST_P(EveryMode, EveryOrderBitwiseIdentical) {
   if (unavailable(GetParam())) GTEST_SKIP() << "oneDNN uses no channel-blocked layout on this CPU";
   Config c = model_config(GetParam());
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  for (const std::string& m : {"share", "sublinear", "optimal"}) {
+  for (const std::string m : {"share", "sublinear", "optimal"}) {
     const Outputs ref = step(c, p, plan_pipeline(c, p, m, nullptr, true));
     for (const std::string order : {"greedy", "optimal", "updates-last"}) {
       // (optimal's programme runs to its 10 s limit on the generic DAG, DenseNet and Inception:

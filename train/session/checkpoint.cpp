@@ -84,11 +84,12 @@ TrainState load_checkpoint(const std::string& path, ParamStore& params, Sgd& sgd
                                                  << f.tensors.size() << " tensors, the model " << copies.size();
   // The model's signature as saved (format 2 always writes it): the tensors above already fit, so
   // a different one means the metadata was edited or belongs to another file.
-  if (auto sig = f.metadata.find("model_signature"); !v1 || sig != f.metadata.end())
+  if (auto sig = f.metadata.find("model_signature"); !v1 || sig != f.metadata.end()) {
     MNEMO_CHECK(sig != f.metadata.end() && sig->second == model_signature(params))
         << "checkpoint " << path << ": metadata 'model_signature' "
         << (sig == f.metadata.end() ? std::string("is missing") : "does not match its tensors and this model")
         << " (expected the parameters' names and types as saved)";
+  }
   TrainState s;
   s.step = meta_int(f, path, "step");
   s.data_position = meta_int(f, path, "data_position");

@@ -229,14 +229,16 @@ Trainer::Trainer(const TrainOptions& opt, Config& c, RunCommunicator* comm)
       sgd_(params_, {c.optimizer.lr, c.optimizer.momentum, c.optimizer.weight_decay}),
       loader_(train_, c.data.batch / ranks_, true, c.run.seed, time_major(c), rank_, ranks_) {
   int64_t from_epochs = 0;
-  if (!opt.steps && !c.run.steps)
+  if (!opt.steps && !c.run.steps) {
     MNEMO_CHECK(!__builtin_mul_overflow(c.run.epochs, loader_.batches_per_epoch(), &from_epochs) && from_epochs <= kMaxSteps)
         << c.file << ": train.epochs " << c.run.epochs << " x " << loader_.batches_per_epoch()
         << " batches per epoch is more than " << kMaxSteps << " steps";
+  }
   total_ = opt.steps ? opt.steps : c.run.steps ? c.run.steps : from_epochs;
   // Every file the run needs is opened and validated now, not after hours of training.
   if (c.data.eval && (opt.eval || c.run.eval_every)) test_ = make_source(c, Split::test);
-  state_ = {0, 0, c.run.seed};
+  state_ = TrainState{};
+  state_.seed = c.run.seed;
   if (!opt.init.empty()) {
     load_weights(opt.init, "--init", params_);
     std::printf("initial weights from %s\n", opt.init.c_str());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "ops/softmax_cross_entropy.h"
@@ -93,7 +94,10 @@ void BoundStep::set_lr(double lr) {
   MNEMO_ASSERT(lr_) << "set_lr on a step without an optimiser";
   const TensorType& t = mr_.training.graph.node(mr_.training.lr).outputs[0];
   if (t.dtype == DType::f64) lr_host_[0] = lr;
-  else *reinterpret_cast<float*>(lr_host_) = static_cast<float>(lr);
+  else {
+    const float f = static_cast<float>(lr);
+    std::memcpy(lr_host_, &f, sizeof f);
+  }
   device_.copy(lr_, lr_host_, static_cast<int64_t>(t.bytes()), CopyKind::host_to_device);
 }
 
