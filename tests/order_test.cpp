@@ -4,9 +4,16 @@
 // must never exceed it; `greedy` is never above the default. (Bitwise-equal results of every
 // order: tests/mirror_planner_test.cpp.)
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <random>
+
+#include <omp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "autograd/update.h"
 #include "memory/liveness.h"
@@ -151,8 +158,56 @@ TEST(Order, TheMilpWithAStartGivesFeasibleSolutionsAndValidBounds) {
     const Solved s = run_milp(bad, 1.0, kInf, 1e-4, &bad_start, preprocess);
     EXPECT_FALSE(s.solution) << "an infeasible programme with a start";
     EXPECT_TRUE(s.infeasible || s.claimed_infeasible);
-    if (s.claimed_infeasible) EXPECT_EQ(s.bound, -kInf) << "a claim not believed proves nothing";
+    if (s.claimed_infeasible) { EXPECT_EQ(s.bound, -kInf) << "a claim not believed proves nothing"; }
   }
+}
+
+// run_milp's time limit is wall-clock seconds, as `exact=SECONDS` and `fast=SECONDS` promise. CBC
+// counts CPU time by default: beside another busy process on the same core it got half the CPU
+// and ran twice as long (2026-11-29: `budget=...:exact=1500` on ResNet-56 took 2029 s beside a
+// build). Here a spinning child shares this thread's core while CBC works on a programme it does
+// not finish in the limit (a random multi-dimensional knapsack, 400 binary columns, 40 rows).
+TEST(Order, TheMilpTimeLimitIsWallClock) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &before)) ++cpu;
+  ASSERT_LT(cpu, CPU_SETSIZE);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  // One OpenMP thread meanwhile: CBC's dense factorisations call LAPACK, here MKL's threaded
+  // one, whose second thread would share the pinned core too and slow CBC's every step 6x.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0)
+    for (;;) asm volatile("" ::: "memory");  // spin until killed
+  std::mt19937_64 rng(41);
+  Lp lp;
+  const int n = 400;
+  for (int j = 0; j < n; ++j) lp.add_col(0, 1, -static_cast<double>(50 + rng() % 950), true);
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::pair<int, double>> terms;
+    double sum = 0;
+    for (int j = 0; j < n; ++j) {
+      const double w = static_cast<double>(1 + rng() % 1000);
+      terms.push_back({j, w}), sum += w;
+    }
+    lp.add_row(std::move(terms), -kInf, sum / 4);
+  }
+  const double limit = 1.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Solved s = run_milp(lp, limit, kInf, 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  sched_setaffinity(0, sizeof before, &before);
+  omp_set_num_threads(threads);
+  ASSERT_TRUE(s.time_limit) << "the programme was solved in " << took << " s: the test shows nothing";
+  EXPECT_LT(took, 1.6 * limit) << "a " << limit << " s limit took " << took << " s of wall-clock time";
 }
 
 // A pure LP (no integer column: budget's fast bound) comes back with its optimum's solution and
