@@ -331,10 +331,10 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
       // left unpacked though its live bytes fit recomputes no less than the chosen plan; the
       // programme's 0/1 bound is never claimed for a plan that recomputes a node twice.
       for (const SearchStep& st : r.search) {
-        if (!st.pruned) EXPECT_EQ(st.fits, st.total_bytes <= b) << kModels[i] << " " << st.origin;
-        if (st.pruned && !st.too_big) EXPECT_GE(st.recompute_cost, r.planned.report.recompute_cost) << kModels[i] << " " << st.origin;
+        if (!st.pruned) { EXPECT_EQ(st.fits, st.total_bytes <= b) << kModels[i] << " " << st.origin; }
+        if (st.pruned && !st.too_big) { EXPECT_GE(st.recompute_cost, r.planned.report.recompute_cost) << kModels[i] << " " << st.origin; }
       }
-      if (std::any_of(r.mirror.begin(), r.mirror.end(), [](int k) { return k > 1; })) EXPECT_FALSE(r.bound_over_01);
+      if (std::any_of(r.mirror.begin(), r.mirror.end(), [](int k) { return k > 1; })) { EXPECT_FALSE(r.bound_over_01); }
       last_recompute = r.planned.report.recompute_cost;
       last_total = r.planned.report.total_bytes;
     }
@@ -352,17 +352,32 @@ TEST(MirrorPlanner, BudgetIsMonotoneFitsAndNamesTheLeastFeasibleSize) {
 
 // budget=SIZE at `share`'s own total recomputes nothing, and budget=1x is that total: keep-all is
 // planned as `share` plans it (its exact placement), not by its best-fit packing, which is above
-// it on this ResNet (the budget at share's total chose a plan recomputing 4.1%: found by a hunt).
+// it on these ResNets (the budget at share's total chose a plan recomputing 4.1%: found by a
+// hunt). Which of them has best fit above the exact placement depends on the convolutions'
+// workspaces, which depend on the CPU's oneDNN formats (the first on AVX-512; on an AVX2-only CPU
+// the second, found by a hunt over widths, batches and layouts on 2026-11-29): the first such is
+// tested.
 TEST(MirrorPlanner, BudgetAtSharesOwnTotalRecomputesNothing) {
-  Config c = parse_config("model: {type: resnet, style: cifar, depth: 8, width: 4}\n"
-                          "data: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 64}\ntrain: {steps: 1}\n",
-                          "r8.yaml");
+  auto config = [](const std::string& model) {
+    return parse_config("model: {type: resnet, style: cifar, depth: 8, " + model +
+                            "}\ndata: {source: synthetic, shape: [3, 16, 16], classes: 5, batch: 4, size: 64}\ntrain: {steps: 1}\n",
+                        "r8.yaml");
+  };
+  std::string found;
+  for (const char* model : {"width: 4", "width: 8, layout: plain", "width: 12", "width: 16"}) {
+    Config c = config(model);
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const int64_t exact = plan_pipeline(c, p, "share").planned.report.total_bytes;
+    c.placement_seconds = 0;
+    if (plan_pipeline(c, p, "share").planned.report.total_bytes > exact) {
+      found = model;
+      break;
+    }
+  }
+  ASSERT_FALSE(found.empty()) << "no case with a best-fit packing above the exact one: the test shows nothing";
+  const Config c = config(found);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
   const int64_t share_total = plan_pipeline(c, p, "share").planned.report.total_bytes;
-  Config fit_only = c;
-  fit_only.placement_seconds = 0;
-  const int64_t best_fit_total = plan_pipeline(fit_only, p, "share").planned.report.total_bytes;
-  ASSERT_GT(best_fit_total, share_total) << "the case needs a best-fit packing above the exact one";
   const MirrorResult at = plan_pipeline(c, p, "budget=" + std::to_string(share_total));
   EXPECT_EQ(at.planned.report.recompute_cost, 0.0);
   EXPECT_EQ(at.planned.report.total_bytes, share_total);

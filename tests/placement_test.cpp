@@ -13,6 +13,7 @@
 #include "train/session/pipeline.h"
 #include "memory/placement.h"
 #include "memory/planner.h"
+#include "ops/conv2d.h"
 #include "test_util.h"
 
 namespace mnemo::test {
@@ -240,11 +241,18 @@ TEST(Placement, TheStartWithTheLatestEndLowestIsAtTheBound) {
 // buffers before and after the peak placed apart) are at the live-bytes bound as they are where
 // every other start is above it and the searches from them stopped 0.01-0.04% above it after
 // 5 s: DenseNet-169's share plan (both splits) and DARTS' sublinear plan (the rest on the first
-// chain; the rest lowest is 1.5 KiB above).
+// chain; the rest lowest is 1.5 KiB above). The DARTS case was found with AVX-512's oneDNN
+// formats (channel blocks of 16): its convolutions' workspaces, and so its plan, are others where
+// oneDNN blocks by 8 (an AVX2-only CPU, 2026-11-29: that start ends 1.5 KiB above), so it is
+// planned only where the blocks are 16.
 TEST(Placement, TheSplitsAtThePeaksReachTheBound) {
   expect_start_at_the_bound("/configs/table2/densenet169.yaml", "share",
                             {"split at the peaks, the rest lowest", "split at the peaks, the rest on the first chain"}, true);
-  expect_start_at_the_bound("/configs/table2/darts.yaml", "sublinear:chen", {"split at the peaks, the rest on the first chain"}, true);
+  if (ops::conv::onednn_channel_block() == 16)
+    expect_start_at_the_bound("/configs/table2/darts.yaml", "sublinear:chen", {"split at the peaks, the rest on the first chain"}, true);
+  else
+    std::printf("DARTS' case left out: oneDNN's channel block is %lld here, the case's is 16\n",
+                static_cast<long long>(ops::conv::onednn_channel_block()));
 }
 
 // The small buffers placed last, on top of the others placed exactly: on ResNet-101's and
