@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -119,21 +120,29 @@ Tag act_tag(int64_t block) { return block == 8 ? Tag::nChw8c : block == 16 ? Tag
 }  // namespace
 
 // A primitive's operand: mnemo's plain layout (user) and the primitive's layout (inner); when
-// they differ, a reorder into/out of a buffer at `offset` in the workspace.
+// they differ, a reorder into/out of a buffer at `offset` in the workspace. `reused`: an input the
+// part before reordered already, the same tensor in the same buffer.
 struct Operand {
   int arg = 0;
   memory::desc user, inner;
-  bool reordered = false;
+  bool reordered = false, reused = false;
   dnnl::reorder re;
   memory::desc re_scratch;
   int64_t offset = 0;
 };
 
+// The primitive runs once per part: the whole convolution, or one of kWeightParts slices of its
+// output channels (forward, weight gradient) or input channels (data gradient) with the matching
+// slice of the weights (weight_parts below).
+struct Part {
+  std::array<Operand, 2> in;
+  Operand out;
+};
+
 struct OnednnConv {
   dnnl::primitive prim;
   memory::desc scratch;  // the primitive's scratchpad, at scratch_offset (shared with the reorders)
-  std::array<Operand, 2> in;
-  Operand out;
+  std::vector<Part> parts;
   memory::desc bias;
   int64_t scratch_offset = 0, bytes = 0;
 };
@@ -146,7 +155,24 @@ Operand operand(int arg, const memory::desc& user, const memory::desc& inner) {
   return o;
 }
 
-std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::algorithm alg, int64_t block) {
+// A convolution whose weights outweigh its activations and take at least 4 MiB (at batch 1 the
+// deep layers of ImageNet CNNs: a 512x512 3x3 weight is 9.4 MB, its x and y 0.2 MB) reorders its
+// weights, and runs, in kWeightParts slices of the channels the weights are sliced along, through
+// a workspace of a quarter of their size. The large one-step workspaces were what kept OLLA's
+// ResNet-50 at batch 1 above its live-bytes bound (docs/MEMORY.md "Exact placement"). Slices are
+// whole channel blocks (a multiple of 16 channels); no groups, no bias.
+constexpr int kWeightParts = 4;
+int weight_parts(Pass pass, const Geom& g, bool bias) {
+  const int64_t w = g.K * g.C * g.R * g.S, act = g.N * (g.C * g.H * g.W + g.K * g.PQ());
+  const int64_t sliced = pass == Pass::backward_data ? g.C : g.K;
+  const bool parts = g.G == 1 && !bias && w * 4 >= (int64_t{4} << 20) && w > act && sliced % (kWeightParts * 16) == 0;
+  return parts ? kWeightParts : 1;
+}
+
+std::shared_ptr<OnednnConv> build(Pass pass, const Geom& whole, bool bias, dnnl::algorithm alg, int64_t block) {
+  const int parts = weight_parts(pass, whole, bias);
+  Geom g = whole;  // one part's convolution
+  (pass == Pass::backward_data ? g.C : g.K) /= parts;
   // Grouped weights are [G, K/G, C/G, R, S] to oneDNN (goihw: the same bytes as mnemo's [K, C/G, R, S]).
   const memory::dims xd{g.N, g.C, g.H, g.W}, yd{g.N, g.K, g.P, g.Q};
   const memory::dims wd = g.G == 1 ? memory::dims{g.K, g.C, g.R, g.S} : memory::dims{g.G, g.Kg(), g.Cg(), g.R, g.S};
@@ -160,45 +186,78 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& g, bool bias, dnnl::alg
       {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, engine());
 
   auto e = std::make_shared<OnednnConv>();
-  const memory::desc xu(xd, f32, act_tag(block)), wu(wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw), yu(yd, f32, act_tag(block));
+  // mnemo's whole tensors, and part i's slice of them (the whole tensor when there is one part).
+  const memory::desc xw({whole.N, whole.C, whole.H, whole.W}, f32, act_tag(block)),
+      ww(g.G == 1 ? memory::dims{whole.K, whole.C, whole.R, whole.S} : wd, f32, g.G == 1 ? Tag::oihw : Tag::goihw),
+      yw({whole.N, whole.K, whole.P, whole.Q}, f32, act_tag(block));
+  auto slice = [&](const memory::desc& w, const memory::dims& d, int axis, int64_t i) {
+    if (parts == 1) return w;
+    memory::dims at(d.size(), 0);
+    at[axis] = i * d[axis];
+    return w.submemory_desc(d, at);
+  };
+  const bool by_input = pass == Pass::backward_data;  // the weights sliced along C (axis 1), else K (axis 0)
+  memory::desc src, weights, dst;  // the primitive's own layouts
   if (pass == Pass::forward) {
     dnnl::convolution_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_training, alg, any(xd), any(wd), bias_md, any(yd), st, dil, pad, pad}, attr, engine());
     e->prim = dnnl::convolution_forward(pd);
     e->scratch = pd.scratchpad_desc();
-    e->in = {operand(DNNL_ARG_SRC, xu, pd.src_desc()), operand(DNNL_ARG_WEIGHTS, wu, pd.weights_desc())};
-    e->out = operand(DNNL_ARG_DST, yu, pd.dst_desc());
+    src = pd.src_desc(), weights = pd.weights_desc(), dst = pd.dst_desc();
     e->bias = bias_md;
   } else if (pass == Pass::backward_data) {
     dnnl::convolution_backward_data::primitive_desc pd({alg, any(xd), any(wd), any(yd), st, dil, pad, pad}, attr,
                                                        engine(), hint);
     e->prim = dnnl::convolution_backward_data(pd);
     e->scratch = pd.scratchpad_desc();
-    e->in = {operand(DNNL_ARG_DIFF_DST, yu, pd.diff_dst_desc()), operand(DNNL_ARG_WEIGHTS, wu, pd.weights_desc())};
-    e->out = operand(DNNL_ARG_DIFF_SRC, xu, pd.diff_src_desc());
+    src = pd.diff_src_desc(), weights = pd.weights_desc(), dst = pd.diff_dst_desc();
   } else {
     dnnl::convolution_backward_weights::primitive_desc pd({alg, any(xd), any(wd), any(yd), st, dil, pad, pad}, attr,
                                                           engine(), hint);
     e->prim = dnnl::convolution_backward_weights(pd);
     e->scratch = pd.scratchpad_desc();
-    e->in = {operand(DNNL_ARG_DIFF_DST, yu, pd.diff_dst_desc()), operand(DNNL_ARG_SRC, xu, pd.src_desc())};
-    e->out = operand(DNNL_ARG_DIFF_WEIGHTS, wu, pd.diff_weights_desc());
+    src = pd.src_desc(), weights = pd.diff_weights_desc(), dst = pd.diff_dst_desc();
+  }
+  for (int64_t i = 0; i < parts; ++i) {
+    const memory::desc xu = slice(xw, xd, 1, by_input ? i : 0), wu = slice(ww, wd, by_input ? 1 : 0, i),
+                       yu = slice(yw, yd, 1, by_input ? 0 : i);
+    Part part;
+    if (pass == Pass::forward) {
+      part.in = {operand(DNNL_ARG_SRC, xu, src), operand(DNNL_ARG_WEIGHTS, wu, weights)};
+      part.out = operand(DNNL_ARG_DST, yu, dst);
+    } else if (pass == Pass::backward_data) {
+      part.in = {operand(DNNL_ARG_DIFF_DST, yu, dst), operand(DNNL_ARG_WEIGHTS, wu, weights)};
+      part.out = operand(DNNL_ARG_DIFF_SRC, xu, src);
+    } else {
+      part.in = {operand(DNNL_ARG_DIFF_DST, yu, dst), operand(DNNL_ARG_SRC, xu, src)};
+      part.out = operand(DNNL_ARG_DIFF_WEIGHTS, wu, weights);
+    }
+    e->parts.push_back(std::move(part));
   }
   int64_t top = 0, scratch = static_cast<int64_t>(e->scratch.get_size());
-  auto plan = [&](Operand& o, bool is_input) {
-    if (o.inner == o.user) return;
-    o.reordered = true;
-    const dnnl::reorder::primitive_desc rpd = is_input ? dnnl::reorder::primitive_desc(engine(), o.user, engine(), o.inner, attr)
-                                                       : dnnl::reorder::primitive_desc(engine(), o.inner, engine(), o.user, attr);
-    o.re = dnnl::reorder(rpd);
-    o.re_scratch = rpd.scratchpad_desc();
-    scratch = std::max(scratch, static_cast<int64_t>(o.re_scratch.get_size()));
-    o.offset = top;
-    top += aligned(static_cast<int64_t>(o.inner.get_size()));
+  // Every part's operand k in the same workspace buffer (the parts run one after another).
+  auto plan = [&](Operand Part::*member, int k, bool is_input) {
+    for (size_t i = 0; i < e->parts.size(); ++i) {
+      Operand& o = k < 0 ? e->parts[i].*member : (&(e->parts[i].in[0]))[k];
+      if (o.inner == o.user) continue;
+      o.reordered = true;
+      const Operand* first = k < 0 ? nullptr : &e->parts[0].in[k];
+      o.reused = i > 0 && first && first->reordered && first->user == o.user;
+      if (!o.reused) {
+        const dnnl::reorder::primitive_desc rpd = is_input ? dnnl::reorder::primitive_desc(engine(), o.user, engine(), o.inner, attr)
+                                                           : dnnl::reorder::primitive_desc(engine(), o.inner, engine(), o.user, attr);
+        o.re = dnnl::reorder(rpd);
+        o.re_scratch = rpd.scratchpad_desc();
+        scratch = std::max(scratch, static_cast<int64_t>(o.re_scratch.get_size()));
+      }
+      o.offset = top;
+    }
+    const Operand& o0 = k < 0 ? e->parts[0].*member : e->parts[0].in[k];
+    if (o0.reordered) top += aligned(static_cast<int64_t>(o0.inner.get_size()));
   };
-  plan(e->in[0], true);
-  plan(e->in[1], true);
-  plan(e->out, false);
+  plan(nullptr, 0, true);
+  plan(nullptr, 1, true);
+  plan(&Part::out, -1, false);
   e->scratch_offset = top;
   e->bytes = top + scratch + (top + scratch ? kAlign : 0);  // + kAlign: room to align the base (run())
   return e;
@@ -269,31 +328,35 @@ void onednn_run(const OnednnConv& e, const void* in0, const void* in1, const voi
     if (md.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, eng, ws + e.scratch_offset));
   };
   try {
-    std::unordered_map<int, memory> args;
-    const void* ins[2] = {in0, in1};
-    for (int i = 0; i < 2; ++i) {
-      const Operand& o = e.in[i];
-      memory user(o.user, eng, const_cast<void*>(ins[i]));
-      if (!o.reordered) {
-        args.emplace(o.arg, user);
-        continue;
+    for (const Part& part : e.parts) {
+      std::unordered_map<int, memory> args;
+      const void* ins[2] = {in0, in1};
+      for (int i = 0; i < 2; ++i) {
+        const Operand& o = part.in[i];
+        memory user(o.user, eng, const_cast<void*>(ins[i]));
+        if (!o.reordered) {
+          args.emplace(o.arg, user);
+          continue;
+        }
+        memory inner(o.inner, eng, ws + o.offset);
+        if (!o.reused) {
+          std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}};
+          scratch_args(rargs, o.re_scratch);
+          o.re.execute(stream, rargs);
+        }
+        args.emplace(o.arg, inner);
       }
-      memory inner(o.inner, eng, ws + o.offset);
-      std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}};
-      scratch_args(rargs, o.re_scratch);
-      o.re.execute(stream, rargs);
-      args.emplace(o.arg, inner);
-    }
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
-    memory user_out(e.out.user, eng, out);
-    memory inner_out = e.out.reordered ? memory(e.out.inner, eng, ws + e.out.offset) : user_out;
-    args.emplace(e.out.arg, inner_out);
-    scratch_args(args, e.scratch);
-    e.prim.execute(stream, args);
-    if (e.out.reordered) {
-      std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}};
-      scratch_args(rargs, e.out.re_scratch);
-      e.out.re.execute(stream, rargs);
+      if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
+      memory user_out(part.out.user, eng, out);
+      memory inner_out = part.out.reordered ? memory(part.out.inner, eng, ws + part.out.offset) : user_out;
+      args.emplace(part.out.arg, inner_out);
+      scratch_args(args, e.scratch);
+      e.prim.execute(stream, args);
+      if (part.out.reordered) {
+        std::unordered_map<int, memory> rargs{{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}};
+        scratch_args(rargs, part.out.re_scratch);
+        part.out.re.execute(stream, rargs);
+      }
     }
     stream.wait();
   } catch (const dnnl::error& err) {

@@ -208,16 +208,18 @@ void expect_start_at_the_bound(const std::string& file, const std::string& mode,
   EXPECT_GT(compared, 1000);
 }
 
-// ResNet-152's budget=0.6x plan (a filled member, `fill+chains`, at its level over many steps):
+// ResNet-152's budget=0.65x plan (a filled member, `fill+chains`, at its level over many steps):
 // best fit is above the live bytes; the start stacked at the peak (the buffers live there,
 // longest lived lowest) is at the bound as it is. (This was the budget=0.5x plan, where the
 // searches from best fit stopped 0.02% above the bound after 5 s, tiny BatchNorm statistics
 // living through the whole step ending on top of the one peak step; since fills keep back in a
 // second order too, 0.5x chooses another plan, which no start packs at the bound as it is and the
 // searches do in 0.04 s; then the 0.55x plan, until batch norms were recomputed from their saved
-// statistics on 2026-11-28: its plan changed, and no start packs it at the bound as it is.)
+// statistics on 2026-11-28: its plan changed, and no start packs it at the bound as it is; then
+// the 0.6x plan, until the weight-heavy convolutions ran in parts on 2026-11-29: there best fit
+// and the exact placement now choose different members.)
 TEST(Placement, TheStartStackedAtThePeakReachesTheBoundOfAFilledBudgetPlan) {
-  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.6x", {"stacked at the peak, longest lived lowest"}, false);
+  expect_start_at_the_bound("/configs/table2/resnet152.yaml", "budget=0.65x", {"stacked at the peak, longest lived lowest"}, false);
 }
 
 // The start stacked at the peak with the latest end lowest (the buffers that die first after the

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "ops/conv2d.h"
 #include "test_util.h"
 
 namespace mnemo::test {
@@ -39,6 +40,14 @@ const std::vector<Case> kCases = {
     {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32},  // depthwise, oneDNN blocked layouts
     {2, 8, 5, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1, 2},     // grouped pointwise (no im2col)
     {1, 6, 8, 7, 6, 1, 7, 1, 1, 0, 3, 1, 1, 3},     // grouped 1x7 (Inception-v3's factorised kernel)
+};
+
+// Weights of at least 4 MiB over small activations: oneDNN runs them in parts (ops/conv2d.cpp
+// weight_parts). Sums of 1024-3456 float32 products: checked at 1e-4 (the whole convolution,
+// with a bias and so in one part, is 5.2e-5 from the float64 loops on the first).
+const std::vector<Case> kWeightHeavy = {
+    {1, 384, 5, 5, 384, 3, 3, 1, 1, 1, 1, 1, 1},    // 5.3 MB of 3x3 weights
+    {1, 1024, 4, 4, 1024, 1, 1, 2, 2, 0, 0, 1, 1},  // 4 MiB of 1x1 weights, stride 2
 };
 
 Attrs conv_attrs(const Case& c, const std::string& algo = "auto") {
@@ -230,8 +239,42 @@ void check_deterministic(const Case& c, const std::string& algo) {
 
 TEST(Conv2d, Float32PassesAreDeterministic) {
   for (const Case& c : {Case{8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1}, Case{6, 16, 11, 9, 24, 3, 3, 2, 2, 1, 1, 2, 1},
-                        kCases[3]})
+                        kCases[3], kWeightHeavy[0]})
     for (const char* algo : {"auto", "winograd", "im2col"}) check_deterministic(c, algo);
+}
+
+// A convolution whose weights (>= 4 MiB) outweigh its activations runs in four parts through a
+// quarter of the weights' reorder (ops/conv2d.cpp weight_parts): the three passes match the
+// float64 loops, and every pass's prepared workspace is under a third of the weights' bytes where
+// one buffer of their size was before (determinism: Float32PassesAreDeterministic).
+TEST(Conv2d, WeightHeavyConvolutionsRunInParts) {
+  if (!ops::conv::onednn_channel_block()) GTEST_SKIP() << "oneDNN reorders no weights on this CPU";
+  for (const Case& c : kWeightHeavy) {
+    SCOPED_TRACE(case_str(c));
+    const Data d = make_data(c, 300);
+    Attrs ad0 = conv_attrs(c), aw0 = conv_attrs(c);
+    ad0["input_hw"] = std::vector<int64_t>{c.H, c.W};
+    aw0["kernel"] = std::vector<int64_t>{c.R, c.S};
+    auto in = [&](const Tensor& t) { return cast(t, DType::f32); };
+    auto out = [&](const Tensor& t) { return cast(t, DType::f64); };
+    EXPECT_LE(max_rel_diff(out(run_op("conv2d", list(in(d.x), in(d.w)), conv_attrs(c))[0]), ref_conv(c, d.x, d.w, nullptr)), 1e-4);
+    EXPECT_LE(max_rel_diff(out(run_op("conv2d_grad_data", list(in(d.dy), in(d.w)), ad0)[0]), ref_grad_data(c, d.dy, d.w)), 1e-4);
+    EXPECT_LE(max_rel_diff(out(run_op("conv2d_grad_weight", list(in(d.dy), in(d.x)), aw0)[0]), ref_grad_weight(c, d.dy, d.x)), 1e-4);
+    const int64_t w_bytes = c.K * c.C * c.R * c.S * 4;
+    Attrs ad = conv_attrs(c), aw = conv_attrs(c);
+    ad["input_hw"] = std::vector<int64_t>{c.H, c.W};
+    aw["kernel"] = std::vector<int64_t>{c.R, c.S};
+    const TensorType x{DType::f32, {c.N, c.C, c.H, c.W}}, w{DType::f32, {c.K, c.C, c.R, c.S}}, y{DType::f32, {c.N, c.K, c.P(), c.Q()}};
+    for (const auto& [op, in, attrs] : {std::tuple{"conv2d", std::vector<TensorType>{x, w}, conv_attrs(c)},
+                                        std::tuple{"conv2d_grad_data", std::vector<TensorType>{y, w}, ad},
+                                        std::tuple{"conv2d_grad_weight", std::vector<TensorType>{y, x}, aw}}) {
+      Graph g;
+      std::vector<EntryRef> ins;
+      for (size_t k = 0; k < in.size(); ++k) ins.push_back(g.input(input_name(k), in[k]));
+      const int id = g.add(op, ins, attrs);
+      EXPECT_LT(cpu_device().prepare(g, id).workspace, static_cast<size_t>(w_bytes / 3)) << op;
+    }
+  }
 }
 
 // Builds conv2d on x and w of the given shapes and returns the error message ("" if none).
