@@ -11,7 +11,9 @@
 // dw = conv2d_grad_weight(dy, x), db = conv2d_grad_bias(dy).
 // Kernels: float64 (and algo=im2col): im2col + Eigen GEMM per image, images over threads.
 // float32: oneDNN with blocked layouts, reordered from/to mnemo's plain nchw/oihw tensors inside the
-// planned workspace (oneDNN's plain-layout kernels are 2-5x slower here, docs/BENCHMARKS.md).
+// planned workspace (oneDNN's plain-layout kernels are 2-5x slower here, docs/BENCHMARKS.md); a
+// convolution whose weights outweigh its activations runs in four parts through a quarter of that
+// workspace (weight_parts below).
 #include "ops/conv2d.h"
 
 #include <array>
