@@ -238,11 +238,14 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& whole, bool bias, dnnl:
   }
   int64_t top = 0, scratch = static_cast<int64_t>(e->scratch.get_size());
   // Every part's operand k in the same workspace buffer (the parts run one after another).
+  // (Part 0's slice can be the primitive's own layout where a later part's, offset, is not: the
+  // buffer is reserved when any part reorders.)
   auto plan = [&](Operand Part::*member, int k, bool is_input) {
+    bool any = false;
     for (size_t i = 0; i < e->parts.size(); ++i) {
       Operand& o = k < 0 ? e->parts[i].*member : (&(e->parts[i].in[0]))[k];
       if (o.inner == o.user) continue;
-      o.reordered = true;
+      o.reordered = any = true;
       const Operand* first = k < 0 ? nullptr : &e->parts[0].in[k];
       o.reused = i > 0 && first && first->reordered && first->user == o.user;
       if (!o.reused) {
@@ -255,7 +258,7 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& whole, bool bias, dnnl:
       o.offset = top;
     }
     const Operand& o0 = k < 0 ? e->parts[0].*member : e->parts[0].in[k];
-    if (o0.reordered) top += aligned(static_cast<int64_t>(o0.inner.get_size()));
+    if (any) top += aligned(static_cast<int64_t>(o0.inner.get_size()));
   };
   plan(nullptr, 0, true);
   plan(nullptr, 1, true);

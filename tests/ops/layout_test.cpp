@@ -60,8 +60,10 @@ struct ConvCase {
 
 // The plain op, and the blocked op on blocked operands (weights stay plain), give the same bits.
 TEST(Layout, BlockedConvolutionsAreBitwiseThePlainOnes) {
-  const ConvCase cases[] = {{2, 16, 8, 8, 16, 3, 1, 1}, {3, 16, 9, 10, 32, 3, 2, 1}, {2, 32, 7, 7, 16, 1, 1, 0},
-                            {2, 16, 9, 9, 32, 1, 2, 0}};
+  // The last two: weights of 4 MiB and more over small activations, run in parts (ops/conv2d.cpp
+  // weight_parts), whose slices of blocked activations are whole blocks.
+  const ConvCase cases[] = {{2, 16, 8, 8, 16, 3, 1, 1},    {3, 16, 9, 10, 32, 3, 2, 1},    {2, 32, 7, 7, 16, 1, 1, 0},
+                            {2, 16, 9, 9, 32, 1, 2, 0},    {1, 384, 5, 5, 384, 3, 1, 1}, {2, 1024, 4, 4, 1024, 1, 2, 0}};
   for (int64_t b : {8, 16})
     for (const ConvCase& k : cases) {
       const int64_t P = (k.H + 2 * k.pad - k.R) / k.stride + 1, Q = (k.W + 2 * k.pad - k.R) / k.stride + 1;
