@@ -139,6 +139,7 @@ struct Operand {
 struct Part {
   std::array<Operand, 2> in;
   Operand out;
+  Operand& operand(int k) { return k < 2 ? in[k] : out; }  // 0, 1: the inputs; 2: the output
 };
 
 struct OnednnConv {
@@ -237,32 +238,26 @@ std::shared_ptr<OnednnConv> build(Pass pass, const Geom& whole, bool bias, dnnl:
     e->parts.push_back(std::move(part));
   }
   int64_t top = 0, scratch = static_cast<int64_t>(e->scratch.get_size());
-  // Every part's operand k in the same workspace buffer (the parts run one after another).
-  // (Part 0's slice can be the primitive's own layout where a later part's, offset, is not: the
-  // buffer is reserved when any part reorders.)
-  auto plan = [&](Operand Part::*member, int k, bool is_input) {
+  // Every part's operand k in the same workspace buffer (the parts run one after another),
+  // reserved when any part reorders (part 0's slice can be the primitive's own layout where a
+  // later part's, offset, is not). An input every part reads whole is reordered once, by part 0.
+  for (int k = 0; k < 3; ++k) {
     bool any = false;
     for (size_t i = 0; i < e->parts.size(); ++i) {
-      Operand& o = k < 0 ? e->parts[i].*member : (&(e->parts[i].in[0]))[k];
+      Operand& o = e->parts[i].operand(k);
       if (o.inner == o.user) continue;
       o.reordered = any = true;
-      const Operand* first = k < 0 ? nullptr : &e->parts[0].in[k];
-      o.reused = i > 0 && first && first->reordered && first->user == o.user;
-      if (!o.reused) {
-        const dnnl::reorder::primitive_desc rpd = is_input ? dnnl::reorder::primitive_desc(engine(), o.user, engine(), o.inner, attr)
-                                                           : dnnl::reorder::primitive_desc(engine(), o.inner, engine(), o.user, attr);
-        o.re = dnnl::reorder(rpd);
-        o.re_scratch = rpd.scratchpad_desc();
-        scratch = std::max(scratch, static_cast<int64_t>(o.re_scratch.get_size()));
-      }
       o.offset = top;
+      o.reused = i > 0 && k < 2 && o.user == e->parts[0].operand(k).user;
+      if (o.reused) continue;
+      const dnnl::reorder::primitive_desc rpd = k < 2 ? dnnl::reorder::primitive_desc(engine(), o.user, engine(), o.inner, attr)
+                                                      : dnnl::reorder::primitive_desc(engine(), o.inner, engine(), o.user, attr);
+      o.re = dnnl::reorder(rpd);
+      o.re_scratch = rpd.scratchpad_desc();
+      scratch = std::max(scratch, static_cast<int64_t>(o.re_scratch.get_size()));
     }
-    const Operand& o0 = k < 0 ? e->parts[0].*member : e->parts[0].in[k];
-    if (any) top += aligned(static_cast<int64_t>(o0.inner.get_size()));
-  };
-  plan(nullptr, 0, true);
-  plan(nullptr, 1, true);
-  plan(&Part::out, -1, false);
+    if (any) top += aligned(static_cast<int64_t>(e->parts[0].operand(k).inner.get_size()));
+  }
   e->scratch_offset = top;
   e->bytes = top + scratch + (top + scratch ? kAlign : 0);  // + kAlign: room to align the base (run())
   return e;
