@@ -18,6 +18,7 @@
 
 #include "memory/budget_exact.h"
 #include "memory/budget_fill.h"
+#include "memory/budget_search.h"
 #include "memory/liveness.h"
 #include "memory/mirror_search.h"
 #include "memory/optimal_checkpoints.h"
@@ -479,26 +480,47 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   double bound = knapsack.at(arena_limit);
   auto zero_one = [](const MirrorPlan& m) { return std::all_of(m.begin(), m.end(), [](int k) { return k <= 1; }); };
   const bool chosen_01 = zero_one(plans[*chosen]);
+  // The local search (`:search`, and `:exact` for up to half its time): from the family's choice,
+  // moves planned exactly (memory/budget_search.h). Not with per-node overrides (a move could
+  // undo one).
+  std::optional<MirrorResult> found;
+  std::string found_by;
+  const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
+  BudgetSearch bs;
+  const double family_cost = packed.at(*chosen).planned.report.recompute_cost;
+  const bool searched = mode.budget_solver != MemoryMode::Solver::fast && overrides.empty();
+  if (searched) {
+    BudgetSearchOptions so;
+    so.limit = limit, so.arena_limit = arena_limit;
+    so.seconds = exact ? mode.budget_seconds / 2 : mode.budget_seconds;
+    so.progress = [&](const BudgetSearch& s, double cost) {
+      std::fprintf(stderr, "mnemo: budget search: %.1f s: %d moves tried, %d taken: least recompute cost that fits %.4g G\n", s.seconds,
+                   s.moves, s.taken, cost / 1e9);
+    };
+    bs = search_budget(ctx, packed.at(*chosen), so);
+    if (bs.plan) found = std::move(bs.plan), found_by = "search";
+  }
   // The programme of memory/budget_exact.h: solved (exact) or its LP relaxation (fast), both
   // a proven bound. Per-node overrides fall outside its plans: then only the knapsack bound.
-  std::optional<MirrorResult> found;
   ExactBudget eb;
   // The programme models the default schedule order: with another order, only the knapsack bound
   // (the forward pass still runs first, which is all it assumes).
   const bool programme = overrides.empty() && mode.order == ScheduleOrder::default_order;
   if (programme) {
     progress([] { return std::string("the programme's lower bound"); });
-    const bool exact = mode.budget_solver == MemoryMode::Solver::exact;
     ExactBudgetOptions eo;
     eo.arena_limit = arena_limit;
     eo.device = device;
     eo.balance = mode.balance;
     // (The programme's plans are 0/1; a recursive member recomputes some nodes more than
     // once, so it is not an incumbent of the programme: the programme then seeks any plan.)
-    eo.incumbent_cost = chosen_01 ? packed.at(*chosen).planned.report.recompute_cost : -1;
+    eo.incumbent_cost = found && zero_one(found->mirror) ? found->planned.report.recompute_cost
+                        : chosen_01                           ? packed.at(*chosen).planned.report.recompute_cost
+                                                              : -1;
     eo.integer = exact;
     // (CBC does not stop an LP at its time limit: `:fast=SECONDS` bounds the rounds, not a solve.)
-    eo.seconds = exact ? mode.budget_seconds : kBudgetLpSeconds + std::max(0.0, mode.budget_bound_seconds);
+    eo.seconds = exact ? std::max(mode.budget_seconds / 2, mode.budget_seconds - bs.seconds)
+                       : kBudgetLpSeconds + std::max(0.0, mode.budget_bound_seconds);
     if (!exact) eo.max_gaps = kBudgetLpGaps;
     eo.lp_max_gaps = kBudgetLpGaps;  // (`:exact`'s LP rounds: the fast solver's)
     // The LP's cutting rounds (for `:exact`, before its programme, which starts from the gaps
@@ -533,7 +555,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       c.peak_gap = budget_peak_gap(r.training, analyze_liveness(r.training.graph, mode.alloc != AllocMode::none, r.planned.plan.kernels));
       for (size_t id = r.training.num_forward; id < r.training.graph.size(); ++id)
         if (const Node& n = r.training.graph.node(static_cast<int>(id)); n.role == NodeRole::recompute) c.recomputed.push_back(n.source);
-      if (c.fits && (!found || c.recompute_cost < found->planned.report.recompute_cost)) found = std::move(r);
+      if (c.fits && (!found || c.recompute_cost < found->planned.report.recompute_cost)) found = std::move(r), found_by = "exact";
       return c;
     };
     eb = solve_budget_exact(fwd, keep_result.training, eo, check);
@@ -541,7 +563,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   if (found && found->planned.report.recompute_cost < packed.at(*chosen).planned.report.recompute_cost) {
     const MemoryReport& rep = found->planned.report;
     SearchStep st;
-    st.origin = "exact", st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes;
+    st.origin = found_by, st.feature_map_bytes = rep.feature_map_bytes, st.workspace_bytes = rep.workspace_bytes;
     st.arena_bytes = rep.arena_bytes, st.recompute_flops = rep.recompute_flops, st.recompute_cost = rep.recompute_cost;
     st.total_bytes = rep.total_bytes;
     st.fits = true, st.chosen = true;
@@ -568,8 +590,14 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels, best.fill_repairs = fill_repairs;
   best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
                        : !programme ? std::string("no programme (it models the default schedule order): knapsack bound")
-                       : mode.budget_solver == MemoryMode::Solver::fast ? "fast (the family), bound: programme " + eb.status
-                                                                        : "exact programme: " + eb.status;
+                       : mode.budget_solver == MemoryMode::Solver::fast   ? "fast (the family), bound: programme " + eb.status
+                       : mode.budget_solver == MemoryMode::Solver::search ? "search (the family's choice, then the local search), bound: programme " + eb.status
+                                                                          : "exact programme: " + eb.status;
+  if (searched) {
+    best.search_moves = bs.moves, best.search_taken = bs.taken, best.search_evaluations = bs.evaluations;
+    best.search_local_optimum = bs.local_optimum, best.local_search_seconds = bs.seconds;
+    best.search_from_cost = family_cost;
+  }
   best.solver_solves = eb.solves, best.solver_cuts = eb.cuts, best.solver_gaps = eb.gaps, best.solver_seconds = eb.seconds;
   return best;
 }

@@ -36,7 +36,7 @@ void parse_budget(const std::string& name, MemoryMode& m) {
   auto fail = [&](const std::string& why) {
     MNEMO_FAIL() << "memory mode '" << name << "': " << why
                  << "; expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
-                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :exact or :exact=SECONDS and by :balance=B "
+                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :search, :search=SECONDS, :exact or :exact=SECONDS and by :balance=B "
                     "(FLOPs per byte, >= 0)";
   };
   // A decimal number at the start of `t` (its length in *pos): digits, a point, an exponent (no
@@ -72,12 +72,18 @@ void parse_budget(const std::string& name, MemoryMode& m) {
         fail("':" + option + "': B must be a number in [0, 1e6]");
       continue;
     }
-    if (solver_given) fail("':" + option + "': a second solver option (one of :fast or :exact)");
+    if (solver_given) fail("':" + option + "': a second solver option (one of :fast, :search or :exact)");
     solver_given = true;
     if (option == "fast") {
       m.budget_solver = MemoryMode::Solver::fast;
+    } else if (option == "search") {
+      m.budget_solver = MemoryMode::Solver::search;
     } else if (option == "exact") {
       m.budget_solver = MemoryMode::Solver::exact;
+    } else if (option.rfind("search=", 0) == 0) {
+      m.budget_solver = MemoryMode::Solver::search;
+      m.budget_seconds = seconds(option, option.substr(7));
+      if (m.budget_seconds <= 0) fail("':" + option + "': the local search needs SECONDS > 0");
     } else if (option.rfind("fast=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::fast;
       m.budget_bound_seconds = seconds(option, option.substr(5));

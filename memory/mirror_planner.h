@@ -51,10 +51,12 @@ struct MemoryMode {
   int64_t budget_bytes = 0;
   double budget_ratio = 0;
   // budget: the solver. fast: the family (with the programme's LP relaxation as its bound);
-  // exact: also the mixed-integer programme of memory/budget_exact.h for up to `budget_seconds`,
-  // its plans checked exactly (its answer is never worse than fast's, but with a time limit it is
-  // not monotone in SIZE: see docs/MEMORY.md).
-  enum class Solver { fast, exact } budget_solver = Solver::fast;
+  // search: the family's choice improved by the local search of memory/budget_search.h for up to
+  // `budget_seconds`; exact: the local search for up to half of `budget_seconds`, then the
+  // mixed-integer programme of memory/budget_exact.h for the rest, its plans checked exactly.
+  // (search's and exact's answers are never worse than fast's, but they are not monotone in SIZE:
+  // see docs/MEMORY.md.)
+  enum class Solver { fast, search, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
   // budget, fast: how long the bound may take, the root's cuts and the LP's cutting rounds
   // (`:fast=SECONDS`, 0: neither); < 0: the default rounds only (while the LP stays small;
@@ -79,10 +81,10 @@ struct MemoryMode {
 // none | inplace | share | drop-bn-relu | sublinear | sublinear:chen | recursive | recursive=DEPTH | optimal |
 // budget=SIZE (SIZE: bytes, with an optional unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
 // GiB, TiB (powers of 1024); or a factor of share's total like 0.5x), optionally followed by one
-// of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :exact or :exact=SECONDS (the solver and its
-// time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
+// of :fast, :fast=SECONDS (the time for the bound's cuts and rounds), :search, :search=SECONDS, :exact or
+// :exact=SECONDS (the solver and its time limit), and by :balance=B (the cost model's FLOPs per byte), in either order
 MemoryMode parse_memory_mode(const std::string& name);
-// The longest time limit taken (a day): budget's :exact=SECONDS and :fast=SECONDS, placement_seconds
+// The longest time limit taken (a day): budget's :exact=SECONDS, :search=SECONDS and :fast=SECONDS, placement_seconds
 // and --placement-seconds.
 constexpr double kMaxTimeLimitSeconds = 86400;
 // The memory modes as errors and help texts list them: "none, inplace, share, ..., optimal or
@@ -135,6 +137,12 @@ struct MirrorResult {
   std::string solver_status;       // budget: what the exact solver or the LP bound reached
   int solver_solves = 0, solver_cuts = 0, solver_gaps = 0;
   double solver_seconds = 0;
+  // budget (:search, and :exact first): the local search from the family's choice (search_moves
+  // -1: none ran): moves tried and taken, plans evaluated, whether it ended at a local optimum
+  // (else at its time limit), the recompute cost it started from, seconds
+  int search_moves = -1, search_taken = 0, search_evaluations = 0;
+  bool search_local_optimum = false;
+  double search_from_cost = 0, local_search_seconds = 0;
   OrderReport order;               // the schedule order pass on the plan chosen
   // sublinear: whether the plan is Chen's filled at its own peak, and Chen's plan's total and
   // recompute (chen_total -1: sublinear:chen, or not a sublinear plan)

@@ -74,6 +74,11 @@ expect plan-budget-fills 0 'fills: [0-9]+ live-bytes levels filled from the top;
 # at 0.5x plans for 3-4 s on one thread).
 expect plan-budget-progress 0 'mnemo: budget=0\.5x: [0-9]+\.[0-9] s: [0-9]+ of [0-9]+ (distinct members scored|keep-back members scored|members packed)' -- "$mnemo" plan "$src/configs/table2/densenet201.yaml" --memory budget=0.5x --placement-seconds 0
 expect plan-budget-fills-json 0 '"fill_levels_skipped": [0-9]+' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x --json
+# budget's local search (:search): it reports where it started and how it ended; on ResNet-20 b128
+# at 0.5x it takes moves (7 on 2026-11-29) and its plan is named `search`.
+expect plan-budget-search 0 'local search: from the family.s choice \([0-9.]+ G\), [0-9]+ moves tried, [1-9][0-9]* taken, .*a local optimum' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x:search=60 --placement-seconds 0
+expect plan-budget-search-json 0 '"local_optimum": true' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x:search=60 --placement-seconds 0 --json
+expect budget-search-zero 1 "':search=0': the local search needs SECONDS > 0" -- "$mnemo" plan "$cfg" --memory budget=0.5x:search=0
 # One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
 expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2
 expect plan-ranks-buckets 0 'all-reduce: [0-9]+ bucket\(s\) of at most 1048576 bytes' -- "$mnemo" plan "$cfg" --memory share --ranks 2

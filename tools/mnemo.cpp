@@ -178,6 +178,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["lower_bound_over"] = mr.bound_over_01 ? "0/1 mirror plans" : "every mirror plan";
       j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
                      {"cuts", mr.solver_cuts}, {"seconds", mr.solver_seconds}};
+      if (mr.search_moves >= 0)
+        j["local_search"] = {{"moves", mr.search_moves}, {"taken", mr.search_taken}, {"evaluations", mr.search_evaluations},
+                             {"local_optimum", mr.search_local_optimum}, {"from_cost", mr.search_from_cost},
+                             {"seconds", mr.local_search_seconds}};
     }
     if (mr.model_optimum >= 0) {
       j["model_optimum_bytes"] = mr.model_optimum;
@@ -247,6 +251,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                   mr.lower_bound_cost / 1e9, rec > 0 ? 100 * (rec - mr.lower_bound_cost) / rec : 0.0);
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
+      if (mr.search_moves >= 0)
+        std::printf("    local search: from the family's choice (%.3g G), %d moves tried, %d taken, %d plans evaluated, %.2f s: %s\n",
+                    mr.search_from_cost / 1e9, mr.search_moves, mr.search_taken, mr.search_evaluations, mr.local_search_seconds,
+                    mr.search_local_optimum ? "a local optimum (no move improves it)" : "stopped at its time limit");
       std::printf("    fills: %d live-bytes levels filled from the top; %d below them not filled (their knapsack bound exceeds the "
                   "recompute cost chosen); %d fills repaired at their peak\n",
                   mr.fill_levels, mr.fill_levels_skipped, mr.fill_repairs);

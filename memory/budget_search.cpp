@@ -1,0 +1,150 @@
+// budget=SIZE:search: a local search over mirror plans with exact plans (memory/budget_search.h).
+#include "memory/budget_search.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+
+#include "memory/budget_exact.h"
+#include "memory/budget_fill.h"
+#include "memory/liveness.h"
+#include "memory/placement_util.h"
+
+namespace mnemo {
+
+namespace {
+
+// Lets go at most this many times in one move, and gives a move up once its plan's cost reaches
+// kSearchSlack times the current plan's (letting go costs recompute, the fill wins some back).
+// ResNet-20 b128 at 0.5x `share` (docs/BENCHMARKS.md "The local search"): with a slack of 1.0 (a
+// move that costs more before its fill is given up) the search stopped at 4.10 G; with 1.3 and
+// more, at 3.99 G.
+constexpr int kSearchRepairs = 6;
+constexpr double kSearchSlack = 1.5;
+
+double cost_of(const MirrorResult& r) { return r.planned.report.recompute_cost; }
+
+// `x` kept back in `cur`, let go around the exact peak until it fits, filled: the result when it
+// fits and costs less than `cur`.
+std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, int* evaluations) {
+  const Graph& fwd = ctx.fwd;
+  const double bar = cost_of(cur);
+  MirrorPlan t = cur.mirror;
+  t[static_cast<size_t>(x)] = 0;
+  t = ctx.apply(views_follow(fwd, std::move(t)));
+  for (int repair = 0;; ++repair) {
+    MirrorResult r = ctx.evaluate(t);
+    ++*evaluations;
+    if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
+    if (r.planned.report.total_bytes <= o.limit) {
+      // What fits kept back, in both keep-back orders; the least cost that fits.
+      const FillStart start = prepare_fill(ctx, t);
+      for (int order = 0; order < 2; ++order) {
+        const std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
+        if (!f || f->report.recompute_cost >= cost_of(r)) continue;
+        MirrorResult filled = ctx.evaluate(f->plan);
+        ++*evaluations;
+        if (filled.planned.report.total_bytes <= o.limit && cost_of(filled) < cost_of(r)) r = std::move(filled);
+      }
+      if (cost_of(r) < bar) return r;
+      return std::nullopt;
+    }
+    if (repair == kSearchRepairs) return std::nullopt;
+    // The kept nodes whose values are live at the exact peak and first read by backward after
+    // it (letting go of one read before the peak puts its recomputed copy there instead), the
+    // least recompute cost per byte first, until their bytes cover the excess.
+    const Graph& g = r.training.graph;
+    const int steps = static_cast<int>(g.size());
+    const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
+    const int peak = placing::heaviest_step(live_bytes_per_step(l, true, steps));
+    std::vector<int> first_read(fwd.size(), steps);
+    for (int id = static_cast<int>(r.training.num_forward); id < steps; ++id)
+      for (const EntryRef& e : g.node(id).inputs)
+        if (e.node >= 0 && static_cast<size_t>(e.node) < fwd.size()) first_read[static_cast<size_t>(e.node)] = std::min(first_read[static_cast<size_t>(e.node)], id);
+    std::vector<std::tuple<double, int, int64_t>> go;  // (-key: the least cost per byte first, node, bytes at the peak)
+    for (size_t v = 0; v < fwd.size(); ++v) {
+      if (t[v] != 0 || static_cast<int>(v) == x || !fwd.node(static_cast<int>(v)).is(OpKind::compute) || first_read[v] <= peak) continue;
+      int64_t bytes = 0;
+      for (int b : l.entry_buffer[v])
+        if (b >= 0 && placing::live_at(l.buffers[static_cast<size_t>(b)], peak)) bytes += placing::size_of(l.buffers[static_cast<size_t>(b)]);
+      if (bytes > 0) go.push_back({-keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v), bytes});
+    }
+    std::sort(go.begin(), go.end());
+    int64_t over = r.planned.report.total_bytes - o.limit;
+    bool let_go = false;
+    for (const auto& [key, v, bytes] : go) {
+      if (over <= 0) break;
+      t[static_cast<size_t>(v)] = 1, over -= bytes, let_go = true;
+    }
+    if (!let_go) return std::nullopt;
+    t = ctx.apply(views_follow(fwd, std::move(t)));
+  }
+}
+
+}  // namespace
+
+BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, const BudgetSearchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const Graph& fwd = ctx.fwd;
+  BudgetSearch out;
+  MirrorResult cur = start;
+  const size_t threads = static_cast<size_t>(o.batch > 0 ? o.batch : std::max(1, omp_get_max_threads()));
+  double next_line = 1;
+  auto report = [&] {
+    if (!o.progress || elapsed() < next_line) return;
+    next_line = elapsed() + 1;
+    out.seconds = elapsed();
+    o.progress(out, cost_of(cur));
+  };
+  while (elapsed() < o.seconds) {
+    ++out.passes;
+    // The nodes the current plan recomputes, the most recompute cost per byte first.
+    std::vector<char> seen(fwd.size(), 0);
+    std::vector<std::pair<double, int>> order;
+    for (size_t id = cur.training.num_forward; id < cur.training.graph.size(); ++id) {
+      const Node& n = cur.training.graph.node(static_cast<int>(id));
+      if (n.role != NodeRole::recompute || n.source < 0 || seen[static_cast<size_t>(n.source)]) continue;
+      seen[static_cast<size_t>(n.source)] = 1;
+      order.push_back({keep_back_key(fwd, n.source, ctx.mode.balance), n.source});
+    }
+    std::sort(order.begin(), order.end());
+    bool taken = false, whole = true;
+    for (size_t i = 0; i < order.size();) {
+      if (elapsed() >= o.seconds) {
+        whole = false;
+        break;
+      }
+      // A batch of moves from the current plan (nodes it still drops), one per thread.
+      std::vector<size_t> batch;
+      for (size_t j = i; j < order.size() && batch.size() < threads; ++j)
+        if (cur.mirror[static_cast<size_t>(order[j].second)] != 0) batch.push_back(j);
+      if (batch.empty()) break;
+      std::vector<std::optional<MirrorResult>> moved(batch.size());
+      std::vector<int> evaluations(batch.size(), 0);
+      parallel_each(batch.size(), [&](size_t k) { moved[k] = try_move(ctx, cur, order[batch[k]].second, o, &evaluations[k]); });
+      for (int e : evaluations) out.evaluations += e;
+      i = batch.back() + 1;
+      for (size_t k = 0; k < batch.size(); ++k) {
+        ++out.moves;
+        if (!moved[k]) continue;
+        cur = std::move(*moved[k]);
+        ++out.taken, taken = true;
+        i = batch[k] + 1;  // the later moves of the batch started from the plan before
+        break;
+      }
+      report();
+    }
+    if (!taken && whole) {
+      out.local_optimum = true;
+      break;
+    }
+  }
+  if (out.taken > 0) out.plan = std::move(cur);
+  out.seconds = elapsed();
+  return out;
+}
+
+}  // namespace mnemo
