@@ -11,9 +11,6 @@
 
 namespace mnemo {
 
-namespace {
-
-// Per forward node: the id of its first recomputed copy in `r`'s training graph, -1 when none.
 std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes) {
   const Graph& g = r.training.graph;
   std::vector<int> first(forward_nodes, -1);
@@ -24,7 +21,18 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes) {
   return first;
 }
 
-}  // namespace
+ExactPeak exact_peak(const PlanContext& ctx, const MirrorResult& r) {
+  ExactPeak p{analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels)};
+  p.step = placing::heaviest_step(live_bytes_per_step(p.liveness, true, static_cast<int>(r.training.graph.size())));
+  return p;
+}
+
+int64_t ExactPeak::bytes_of(int v) const {
+  int64_t bytes = 0;
+  for (int b : liveness.entry_buffer[static_cast<size_t>(v)])
+    if (b >= 0 && placing::live_at(liveness.buffers[static_cast<size_t>(b)], step)) bytes += placing::size_of(liveness.buffers[static_cast<size_t>(b)]);
+  return bytes;
+}
 
 // The order in which dropped nodes are kept back (the keep-back paths, the fills): ascending keys
 // put the most recompute cost per output byte first.
@@ -76,8 +84,11 @@ std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r)
 // from above but for what a broken in-place chain or a multi-output node adds beside it, so
 // fill_to plans the result exactly.
 FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan) {
-  FillStart f;
   const MirrorResult r = ctx.evaluate(plan, 0);
+  return prepare_fill(ctx, std::move(plan), r);
+}
+FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan, const MirrorResult& r) {
+  FillStart f;
   const Graph& g = r.training.graph;
   const Graph& fwd = ctx.fwd;
   const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
@@ -154,16 +165,11 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std:
     if (repair == kFillRepairs) break;
     // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
     // go from the last kept (the least cost per byte) back until their bytes cover the overshoot.
-    const Liveness l = analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
-    const int peak = placing::heaviest_step(live_bytes_per_step(l, true, static_cast<int>(r.training.graph.size())));
+    const ExactPeak peak = exact_peak(ctx, r);
     int64_t over = r.planned.report.max_live_bytes - cap;
     std::vector<char> drop(keeps.size(), 0);
-    for (size_t j = keeps.size(); j-- > 0 && over > 0;) {
-      int64_t bytes = 0;
-      for (int b : l.entry_buffer[static_cast<size_t>(keeps[j])])
-        if (b >= 0 && placing::live_at(l.buffers[static_cast<size_t>(b)], peak)) bytes += placing::size_of(l.buffers[static_cast<size_t>(b)]);
-      if (bytes > 0) drop[j] = 1, over -= bytes;
-    }
+    for (size_t j = keeps.size(); j-- > 0 && over > 0;)
+      if (const int64_t bytes = peak.bytes_of(keeps[j]); bytes > 0) drop[j] = 1, over -= bytes;
     if (over > 0) break;  // the keeps live at the peak do not cover it: halving
     std::vector<int> rest;
     for (size_t j = 0; j < keeps.size(); ++j)

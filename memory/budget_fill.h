@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory/liveness.h"
 #include "memory/mirror_search.h"
 
 namespace mnemo {
@@ -25,6 +26,19 @@ double keep_back_key(const Graph& fwd, int v, double balance, double also_saved 
 // each of k, as the knapsack bound charges held inputs. Keeping all its readers back saves it.
 // Per forward node: what was charged to its first recomputed copy (0 when it has none).
 std::vector<double> chain_charges(const PlanContext& ctx, const MirrorResult& r);
+
+// Per forward node: the id of its first recomputed copy in `r`'s training graph, -1 when none.
+std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes);
+
+// Where `r`'s exact plan peaks (the step of most live bytes; forward nodes keep their ids in the
+// training graph), and its liveness: what the repairs let go of (the fills' and budget's search).
+struct ExactPeak {
+  Liveness liveness;
+  int step = 0;
+  // The bytes of forward node v's outputs live at the peak (0: none).
+  int64_t bytes_of(int v) const;
+};
+ExactPeak exact_peak(const PlanContext& ctx, const MirrorResult& r);
 
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
 // bytes at each step of its schedule, and its dropped nodes a fill may keep back. Prepared once
@@ -43,6 +57,8 @@ struct FillStart {
   std::array<std::vector<Candidate>, 2> candidates;
 };
 FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan);
+// ... from `evaluated`, the plan's result already planned (light or full).
+FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan, const MirrorResult& evaluated);
 
 struct Fill {
   MirrorPlan plan;

@@ -9,8 +9,6 @@
 
 #include "memory/budget_exact.h"
 #include "memory/budget_fill.h"
-#include "memory/liveness.h"
-#include "memory/placement_util.h"
 
 namespace mnemo {
 
@@ -40,7 +38,7 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
     if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
     if (r.planned.report.total_bytes <= o.limit) {
       // What fits kept back, in both keep-back orders; the least cost that fits.
-      const FillStart start = prepare_fill(ctx, t);
+      const FillStart start = prepare_fill(ctx, t, r);
       for (int order = 0; order < 2; ++order) {
         const std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
         if (!f || f->report.recompute_cost >= cost_of(r)) continue;
@@ -56,20 +54,16 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
     // it (letting go of one read before the peak puts its recomputed copy there instead), the
     // least recompute cost per byte first, until their bytes cover the excess.
     const Graph& g = r.training.graph;
-    const int steps = static_cast<int>(g.size());
-    const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
-    const int peak = placing::heaviest_step(live_bytes_per_step(l, true, steps));
-    std::vector<int> first_read(fwd.size(), steps);
-    for (int id = static_cast<int>(r.training.num_forward); id < steps; ++id)
+    const ExactPeak peak = exact_peak(ctx, r);
+    std::vector<char> read_by_then(fwd.size(), 0);  // read by backward at or before the peak
+    for (int id = static_cast<int>(r.training.num_forward); id <= peak.step && id < static_cast<int>(g.size()); ++id)
       for (const EntryRef& e : g.node(id).inputs)
-        if (e.node >= 0 && static_cast<size_t>(e.node) < fwd.size()) first_read[static_cast<size_t>(e.node)] = std::min(first_read[static_cast<size_t>(e.node)], id);
+        if (e.node >= 0 && static_cast<size_t>(e.node) < fwd.size()) read_by_then[static_cast<size_t>(e.node)] = 1;
     std::vector<std::tuple<double, int, int64_t>> go;  // (-key: the least cost per byte first, node, bytes at the peak)
     for (size_t v = 0; v < fwd.size(); ++v) {
-      if (t[v] != 0 || static_cast<int>(v) == x || !fwd.node(static_cast<int>(v)).is(OpKind::compute) || first_read[v] <= peak) continue;
-      int64_t bytes = 0;
-      for (int b : l.entry_buffer[v])
-        if (b >= 0 && placing::live_at(l.buffers[static_cast<size_t>(b)], peak)) bytes += placing::size_of(l.buffers[static_cast<size_t>(b)]);
-      if (bytes > 0) go.push_back({-keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v), bytes});
+      if (t[v] != 0 || static_cast<int>(v) == x || !fwd.node(static_cast<int>(v)).is(OpKind::compute) || read_by_then[v]) continue;
+      if (const int64_t bytes = peak.bytes_of(static_cast<int>(v)); bytes > 0)
+        go.push_back({-keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v), bytes});
     }
     std::sort(go.begin(), go.end());
     int64_t over = r.planned.report.total_bytes - o.limit;
@@ -100,16 +94,11 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
     o.progress(out, cost_of(cur));
   };
   while (elapsed() < o.seconds) {
-    ++out.passes;
     // The nodes the current plan recomputes, the most recompute cost per byte first.
-    std::vector<char> seen(fwd.size(), 0);
+    const std::vector<int> first = first_copies(cur, fwd.size());
     std::vector<std::pair<double, int>> order;
-    for (size_t id = cur.training.num_forward; id < cur.training.graph.size(); ++id) {
-      const Node& n = cur.training.graph.node(static_cast<int>(id));
-      if (n.role != NodeRole::recompute || n.source < 0 || seen[static_cast<size_t>(n.source)]) continue;
-      seen[static_cast<size_t>(n.source)] = 1;
-      order.push_back({keep_back_key(fwd, n.source, ctx.mode.balance), n.source});
-    }
+    for (size_t v = 0; v < fwd.size(); ++v)
+      if (first[v] >= 0) order.push_back({keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v)});
     std::sort(order.begin(), order.end());
     bool taken = false, whole = true;
     for (size_t i = 0; i < order.size();) {

@@ -23,7 +23,7 @@ namespace mnemo {
 
 struct BudgetSearch {
   std::optional<MirrorResult> plan;  // a plan that fits and costs less than the start (none: no move found)
-  int passes = 0, moves = 0, taken = 0, evaluations = 0;
+  int moves = 0, taken = 0, evaluations = 0;
   bool local_optimum = false;         // a whole pass took no move (else: the time limit)
   double seconds = 0;
 };

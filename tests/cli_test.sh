@@ -78,6 +78,9 @@ expect plan-budget-fills-json 0 '"fill_levels_skipped": [0-9]+' -- "$mnemo" plan
 # at 0.5x it takes moves (7 on 2026-11-29) and its plan is named `search`.
 expect plan-budget-search 0 'local search: from the family.s choice \([0-9.]+ G\), [0-9]+ moves tried, [1-9][0-9]* taken, .*a local optimum' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x:search=60 --placement-seconds 0
 expect plan-budget-search-json 0 '"local_optimum": true' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.5x:search=60 --placement-seconds 0 --json
+# A search longer than a second reports its progress, a line a second (ResNet-56 at 0.5x searches
+# for 3.6 s on two threads; here one, stopped at 2 s).
+expect plan-budget-search-progress 0 'mnemo: budget search: [0-9]+\.[0-9] s: [0-9]+ moves tried, [0-9]+ taken: least recompute cost that fits' -- "$mnemo" plan "$src/configs/resnet56-cifar.yaml" --memory budget=0.5x:search=2 --placement-seconds 0
 expect budget-search-zero 1 "':search=0': the local search needs SECONDS > 0" -- "$mnemo" plan "$cfg" --memory budget=0.5x:search=0
 # One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
 expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2

@@ -444,9 +444,16 @@ TEST(MirrorPlanner, ConfigOverridesWinOverPlanners) {
   ASSERT_GE(conv, 0);
   c.mirror["stage1/block0/a/conv"] = 2;
   const Pipeline p = build_pipeline(c, static_data_shape(c), 4);
-  for (const std::string& m : {std::string("share"), std::string("drop-bn-relu"), std::string("sublinear")}) {
+  for (const std::string& m : {std::string("share"), std::string("drop-bn-relu"), std::string("sublinear"), std::string("budget=0.9x"),
+                                std::string("budget=0.9x:search"), std::string("budget=0.9x:exact=2")}) {
     const MirrorResult mr = plan_pipeline(c, p, m);
     EXPECT_EQ(mr.mirror[conv], 2) << m;
+    // budget's local search and programme leave a config with overrides alone (a move could undo
+    // one): the family's choice, and the knapsack bound.
+    if (m.rfind("budget", 0) == 0) {
+      EXPECT_EQ(mr.search_moves, -1) << m;
+      EXPECT_EQ(mr.solver_status.rfind("no programme (per-node mirror overrides)", 0), 0u) << m << ": " << mr.solver_status;
+    }
   }
   EXPECT_THROW(parse_memory_mode("recursive=0"), Error);
   EXPECT_THROW(parse_memory_mode("sublinar"), Error);
