@@ -33,18 +33,21 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
   t[static_cast<size_t>(x)] = 0;
   t = ctx.apply(views_follow(fwd, std::move(t)));
   for (int repair = 0;; ++repair) {
-    MirrorResult r = ctx.evaluate(t);
+    // Packed only when its live bytes fit the arena's limit (else it cannot fit: pruned), and
+    // only until a packing fits (the plan taken is packed in full at the end).
+    MirrorResult r = ctx.evaluate(t, o.arena_limit, o.arena_limit);
     ++*evaluations;
     if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
-    if (r.planned.report.total_bytes <= o.limit) {
+    const MemoryReport& rep = r.planned.report;
+    if (!rep.pruned && rep.total_bytes <= o.limit) {
       // What fits kept back, in both keep-back orders; the least cost that fits.
       const FillStart start = prepare_fill(ctx, t, r);
       for (int order = 0; order < 2; ++order) {
         const std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
         if (!f || f->report.recompute_cost >= cost_of(r)) continue;
-        MirrorResult filled = ctx.evaluate(f->plan);
+        MirrorResult filled = ctx.evaluate(f->plan, o.arena_limit, o.arena_limit);
         ++*evaluations;
-        if (filled.planned.report.total_bytes <= o.limit && cost_of(filled) < cost_of(r)) r = std::move(filled);
+        if (!filled.planned.report.pruned && filled.planned.report.total_bytes <= o.limit && cost_of(filled) < cost_of(r)) r = std::move(filled);
       }
       if (cost_of(r) < bar) return r;
       return std::nullopt;
@@ -66,7 +69,8 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
         go.push_back({-keep_back_key(fwd, static_cast<int>(v), ctx.mode.balance), static_cast<int>(v), bytes});
     }
     std::sort(go.begin(), go.end());
-    int64_t over = r.planned.report.total_bytes - o.limit;
+    // (Pruned: its live bytes over the arena's limit, at most its total over the limit.)
+    int64_t over = rep.pruned ? rep.max_live_bytes - o.arena_limit : rep.total_bytes - o.limit;
     bool let_go = false;
     for (const auto& [key, v, bytes] : go) {
       if (over <= 0) break;
@@ -131,7 +135,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
       break;
     }
   }
-  if (out.taken > 0) out.plan = std::move(cur);
+  if (out.taken > 0) out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
   out.seconds = elapsed();
   return out;
 }

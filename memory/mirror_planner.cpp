@@ -305,11 +305,11 @@ MirrorPlan PlanContext::apply(MirrorPlan m) const {
   return m;
 }
 
-MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above) const {
-  return evaluate_in(m, mode.order == ScheduleOrder::optimal ? ScheduleOrder::greedy : mode.order, prune_above);
+MirrorResult PlanContext::evaluate(const MirrorPlan& m, int64_t prune_above, int64_t enough) const {
+  return evaluate_in(m, mode.order == ScheduleOrder::optimal ? ScheduleOrder::greedy : mode.order, prune_above, enough);
 }
 
-MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above) const {
+MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above, int64_t enough) const {
   MirrorResult r;
   r.mirror = m;
   // A light result (prune_above 0: liveness only, never chosen or packed as it is) is built
@@ -321,7 +321,7 @@ MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, 
     kernels = prepare_kernels(r.training.graph, device);
     r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
   }
-  r.planned = plan_training_step(r.training, mode.alloc, {.device = device, .prune_above = prune_above, .kernels = std::move(kernels), .balance = mode.balance});
+  r.planned = plan_training_step(r.training, mode.alloc, {.device = device, .prune_above = prune_above, .kernels = std::move(kernels), .enough = enough, .balance = mode.balance});
   return r;
 }
 

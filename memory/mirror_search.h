@@ -26,9 +26,10 @@ struct PlanContext {
   // plan_training_step).
   // With order `optimal`, candidates are ordered by `greedy` (a programme per candidate would cost
   // seconds each); finish_order then gives the plan chosen the programme's order.
-  MirrorResult evaluate(const MirrorPlan& m, int64_t prune_above = -1) const;
+  // `enough`: see plan_memory (a search that asks only whether the plan fits).
+  MirrorResult evaluate(const MirrorPlan& m, int64_t prune_above = -1, int64_t enough = -1) const;
   // ... in schedule order `order`.
-  MirrorResult evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above = -1) const;
+  MirrorResult evaluate_in(const MirrorPlan& m, ScheduleOrder order, int64_t prune_above = -1, int64_t enough = -1) const;
   // The chosen plan with order `optimal`: re-planned with the programme's order, kept when its
   // total is no larger (the same peak or lower; packing could differ).
   void finish_order(MirrorResult& best) const;

@@ -104,7 +104,8 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
 }
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
-                       const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels, double exact_seconds) {
+                       const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels, double exact_seconds,
+                       int64_t enough) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   plan.kernels = kernels.empty() ? prepare_kernels(g, device) : std::move(kernels);
@@ -150,7 +151,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     // as soon as it is no smaller than the best so far.
     if (stats) stats->class_pass_bytes = top[2];
     for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
-      if (top[2] <= live) break;
+      if (top[2] <= live || top[2] <= enough) break;
       std::vector<int64_t> joint(l.buffers.size(), -1);
       const int64_t size = pack_intervals(l.buffers, joint, by, top[2] - 1);
       if (size < top[2]) top[2] = size, offsets = std::move(joint), joint_packing = true;

@@ -29,7 +29,8 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, StepPlan
   }
   PlanStats st;
   PlannedStep out;
-  out.plan = plan_memory(g, mode, &st, grads, device, options.prune_above, std::move(options.kernels), options.exact_seconds);
+  out.plan = plan_memory(g, mode, &st, grads, device, options.prune_above, std::move(options.kernels), options.exact_seconds,
+                         options.enough);
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());

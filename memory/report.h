@@ -58,6 +58,7 @@ struct StepPlanOptions {
   int64_t prune_above = -1;
   std::vector<PreparedKernel> kernels = {};
   double exact_seconds = -1;
+  int64_t enough = -1;  // see plan_memory
   double balance = kDefaultBalance;
 };
 

@@ -282,6 +282,28 @@ TEST(MemoryPlan, SharePacksNoWorseThanTheClassPasses) {
   }
 }
 
+// `enough` (a search asking only whether a plan fits, memory/budget_search.cpp): with the class
+// passes within it, their packing is the plan (valid, no joint packing tried); above it, the plan
+// is the full one. The searches' decisions (fits or not) are the same either way.
+TEST(MemoryPlan, EnoughStopsAtTheFirstPackingWithinIt) {
+  std::mt19937 rng(3);
+  int joint = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Graph g = random_dag(rng, 8 + static_cast<int>(rng() % 30));
+    PlanStats full, at_class, below;
+    plan_memory(g, AllocMode::share, &full);
+    const MemoryPlan p = plan_memory(g, AllocMode::share, &at_class, {}, nullptr, -1, {}, -1, full.class_pass_bytes);
+    validate_plan(g, p);
+    EXPECT_EQ(at_class.arena_bytes, full.class_pass_bytes) << trial;
+    EXPECT_FALSE(at_class.joint_packing) << trial;
+    plan_memory(g, AllocMode::share, &below, {}, nullptr, -1, {}, -1, full.class_pass_bytes - 1);
+    EXPECT_EQ(below.arena_bytes, full.arena_bytes) << trial;
+    EXPECT_EQ(below.joint_packing, full.joint_packing) << trial;
+    joint += full.joint_packing;
+  }
+  EXPECT_GT(joint, 0);  // (some trials' joint packing is smaller: the case `enough` skips)
+}
+
 // Training graphs of the small nets: every mode validates, and losses and gradients are
 // bitwise identical to mode none.
 TEST(MemoryPlan, TrainingGraphsBitwiseIdenticalAcrossModes) {
