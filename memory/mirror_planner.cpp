@@ -36,8 +36,8 @@ void parse_budget(const std::string& name, MemoryMode& m) {
   auto fail = [&](const std::string& why) {
     MNEMO_FAIL() << "memory mode '" << name << "': " << why
                  << "; expected budget=SIZE with SIZE a positive size like 2GiB, 900MB or 123456789 (bytes), or a factor of "
-                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :search, :search=SECONDS, :exact or :exact=SECONDS and by :balance=B "
-                    "(FLOPs per byte, >= 0)";
+                    "share's total like 0.5x, optionally followed by :fast, :fast=SECONDS, :search, :search=SECONDS, :exact or :exact=SECONDS, by :bound=SECONDS "
+                    "(with :fast or :search) and by :balance=B (FLOPs per byte, >= 0)";
   };
   // A decimal number at the start of `t` (its length in *pos): digits, a point, an exponent (no
   // hexadecimal, inf or nan, which std::stod also reads).
@@ -59,7 +59,7 @@ void parse_budget(const std::string& name, MemoryMode& m) {
       fail("':" + option + "': SECONDS must be a number in [0, " + std::to_string(static_cast<int64_t>(kMaxTimeLimitSeconds)) + "]");
     return v;
   };
-  bool solver_given = false, balance_given = false;
+  bool solver_given = false, balance_given = false, bound_given = false, fast_seconds = false;
   for (size_t colon; (colon = text.rfind(':')) != std::string::npos;) {
     const std::string option = text.substr(colon + 1);
     text.resize(colon);
@@ -70,6 +70,12 @@ void parse_budget(const std::string& name, MemoryMode& m) {
       m.balance = number(option.substr(8), &pos, "':" + option + "'");
       if (pos != option.size() - 8 || !std::isfinite(m.balance) || m.balance < 0 || m.balance > 1e6)
         fail("':" + option + "': B must be a number in [0, 1e6]");
+      continue;
+    }
+    if (option.rfind("bound=", 0) == 0) {
+      if (bound_given) fail("':bound' given twice");
+      bound_given = true;
+      m.budget_bound_seconds = seconds(option, option.substr(6));
       continue;
     }
     if (solver_given) fail("':" + option + "': a second solver option (one of :fast, :search or :exact)");
@@ -87,6 +93,7 @@ void parse_budget(const std::string& name, MemoryMode& m) {
     } else if (option.rfind("fast=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::fast;
       m.budget_bound_seconds = seconds(option, option.substr(5));
+      fast_seconds = true;
     } else if (option.rfind("exact=", 0) == 0) {
       m.budget_solver = MemoryMode::Solver::exact;
       m.budget_seconds = seconds(option, option.substr(6));
@@ -95,6 +102,10 @@ void parse_budget(const std::string& name, MemoryMode& m) {
       fail("unknown option ':" + option + "'");
     }
   }
+  // (Options are read from the right: `m.budget_bound_seconds` holds whichever came first.)
+  if (bound_given && fast_seconds) fail("':bound=SECONDS' and ':fast=SECONDS' both set the bound's time: give one");
+  if (bound_given && m.budget_solver == MemoryMode::Solver::exact)
+    fail("':bound=SECONDS' with :exact: the exact solver's bound has its own time (:exact=SECONDS)");
   size_t pos = 0;
   const double value = number(text, &pos, "SIZE '" + text + "'");
   std::string unit = text.substr(pos);

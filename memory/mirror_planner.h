@@ -58,9 +58,9 @@ struct MemoryMode {
   // see docs/MEMORY.md.)
   enum class Solver { fast, search, exact } budget_solver = Solver::fast;
   double budget_seconds = 10;
-  // budget, fast: how long the bound may take, the root's cuts and the LP's cutting rounds
-  // (`:fast=SECONDS`, 0: neither); < 0: the default rounds only (while the LP stays small;
-  // docs/MEMORY.md "The programme")
+  // budget, fast and search: how long the bound may take, the root's cuts and the LP's cutting
+  // rounds (`:fast=SECONDS` or `:bound=SECONDS`, 0: neither); < 0: the default rounds only
+  // (while the LP stays small; docs/MEMORY.md "The programme")
   double budget_bound_seconds = -1;
   // budget: the recompute cost minimised is each recomputed node's Cost::roofline at this many
   // FLOPs per byte (`:balance=B`; 0: its FLOPs alone); every mode's report uses it

@@ -278,6 +278,17 @@ TEST(MirrorPlanner, BudgetSizesParse) {
   EXPECT_EQ(parse_memory_mode("budget=0.5x:search=2.5").budget_seconds, 2.5);
   EXPECT_EQ(parse_memory_mode("budget=0.5x:search=2.5").budget_solver, MemoryMode::Solver::search);
   EXPECT_EQ(parse_memory_mode("budget=0.5x:balance=0:search=4").balance, 0.0);
+  // :bound=SECONDS: the bound's time, with :search (or :fast, the same as :fast=SECONDS)
+  for (const char* both : {"budget=0.5x:search=4:bound=2", "budget=0.5x:bound=2:search=4", "budget=0.5x:bound=2:balance=1:search=4"}) {
+    const MemoryMode m = parse_memory_mode(both);
+    EXPECT_EQ(m.budget_solver, MemoryMode::Solver::search) << both;
+    EXPECT_EQ(m.budget_seconds, 4.0) << both;
+    EXPECT_EQ(m.budget_bound_seconds, 2.0) << both;
+  }
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:search:bound=0").budget_bound_seconds, 0.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:bound=3").budget_bound_seconds, 3.0);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:bound=3").budget_solver, MemoryMode::Solver::fast);
+  EXPECT_EQ(parse_memory_mode("budget=0.5x:fast:bound=3").budget_bound_seconds, 3.0);
   for (const char* both : {"budget=0.5x:exact=3:balance=2.5", "budget=0.5x:balance=2.5:exact=3"}) {
     const MemoryMode m = parse_memory_mode(both);
     EXPECT_EQ(m.balance, 2.5) << both;
@@ -292,7 +303,9 @@ TEST(MirrorPlanner, BudgetSizesParse) {
                           "budget=1GiB:balance=1:balance=2", "budget=1GiB:exact:fast", "budget=:balance=1", "budget=1GiB::balance=1",
                           "budget=1.5", "budget=1.5B", "budget=0x1000", "budget=1e19", "budget=2EiB", "budget=inf",
                           "budget=1GiB:search=", "budget=1GiB:search=0", "budget=1GiB:search=-2", "budget=1GiB:search=1e9",
-                          "budget=1GiB:search:exact", "budget=1GiB:fast:search", "budget=1GiB:searches"})
+                          "budget=1GiB:search:exact", "budget=1GiB:fast:search", "budget=1GiB:searches",
+                          "budget=1GiB:bound=", "budget=1GiB:bound=-1", "budget=1GiB:bound=2s", "budget=1GiB:search:bound=1:bound=2",
+                          "budget=1GiB:fast=1:bound=2", "budget=1GiB:exact:bound=2", "budget=1GiB:bound=2:exact=3", "budget=1GiB:bounds=2"})
     EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find("expected budget=SIZE"), std::string::npos) << bad;
   // The message names the part that is wrong.
   const std::pair<const char*, const char*> named[] = {
@@ -308,7 +321,11 @@ TEST(MirrorPlanner, BudgetSizesParse) {
       {"budget=1GiB:search=0", "':search=0': the local search needs SECONDS > 0"},
       {"budget=1GiB:search=1e9", "':search=1e9': SECONDS must be a number in [0, 86400]"},
       {"budget=1GiB:search:exact", "a second solver option (one of :fast, :search or :exact)"},
-      {"budget=1GiB:slow", "unknown option ':slow'"}};
+      {"budget=1GiB:slow", "unknown option ':slow'"},
+      {"budget=1GiB:bound=x", "':bound=x' is not a number"},
+      {"budget=1GiB:search:bound=1:bound=2", "':bound' given twice"},
+      {"budget=1GiB:bound=2:fast=1", "':bound=SECONDS' and ':fast=SECONDS' both set the bound's time"},
+      {"budget=1GiB:exact:bound=2", "':bound=SECONDS' with :exact"}};
   for (const auto& [bad, why] : named) EXPECT_NE(error_of([&] { parse_memory_mode(bad); }).find(why), std::string::npos) << bad;
   EXPECT_EQ(parse_memory_mode("budget=1PiB").budget_bytes, int64_t{1} << 50);
   EXPECT_EQ(parse_memory_mode("budget=2.5MiB").budget_bytes, 2621440);

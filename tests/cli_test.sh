@@ -82,6 +82,9 @@ expect plan-budget-search-json 0 '"local_optimum": true' -- "$mnemo" plan "$src/
 # for 3.6 s on two threads; here one, stopped at 2 s).
 expect plan-budget-search-progress 0 'mnemo: budget search: [0-9]+\.[0-9] s: [0-9]+ moves tried, [0-9]+ taken: least recompute cost that fits' -- "$mnemo" plan "$src/configs/resnet56-cifar.yaml" --memory budget=0.5x:search=2 --placement-seconds 0
 expect budget-search-zero 1 "':search=0': the local search needs SECONDS > 0" -- "$mnemo" plan "$cfg" --memory budget=0.5x:search=0
+# :bound=SECONDS gives the search's plan the bound :fast=SECONDS has (the LP's rounds and the root's cuts).
+expect plan-budget-search-bound 0 'solver: search .*bound: programme lp.*, root cuts' -- "$mnemo" plan "$src/configs/resnet20-fashion-mnist.yaml" --memory budget=0.4x:search=60:bound=2 --placement-seconds 0
+expect budget-bound-exact 1 "':bound=SECONDS' with :exact: the exact solver's bound has its own time" -- "$mnemo" plan "$cfg" --memory budget=0.5x:exact=5:bound=2
 # One rank's plan of a data-parallel run (docs/PARALLEL.md): the generic graph at half its batch, with its buckets.
 expect plan-ranks 0 'one rank of 2 .*batch 16 per rank' -- "$mnemo" plan "$cfg" --memory share --ranks 2
 expect plan-ranks-buckets 0 'all-reduce: [0-9]+ bucket\(s\) of at most 1048576 bytes' -- "$mnemo" plan "$cfg" --memory share --ranks 2

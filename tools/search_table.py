@@ -6,8 +6,10 @@ For each CONFIG@BUDGET (BUDGET as `--memory budget=` takes it: 0.5x, 900MB, byte
 `:search=SECONDS`, and prints a Markdown table: the recompute cost (and GFLOP) of each, the
 search's moves tried and taken, whether it ended at a local optimum, its seconds, the whole
 planning time, the reduction, and the proven bound's gap before and after. Nothing runs a step.
+With `--bound B`, both plans get B seconds for their bound (`:bound=B`: the LP's cutting rounds
+and the root's cuts, docs/MEMORY.md "The programme").
 
-    python3 tools/search_table.py [--mnemo build/mnemo] [--seconds 10] CONFIG@BUDGET ...
+    python3 tools/search_table.py [--mnemo build/mnemo] [--seconds 10] [--bound B] CONFIG@BUDGET ...
 """
 import argparse
 import json
@@ -27,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mnemo", default="build/mnemo")
     ap.add_argument("--seconds", type=float, default=10, help="the search's time limit (:search=SECONDS)")
+    ap.add_argument("--bound", type=float, default=None, help="the bound's time for both plans (:bound=B)")
     ap.add_argument("plans", nargs="+", metavar="CONFIG@BUDGET")
     a = ap.parse_args()
     print("| config | budget | fast: cost G (GFLOP), gap, s | search: cost G (GFLOP), gap | moves (taken) | ended | search s | planning s | cost -% |")
@@ -35,8 +38,9 @@ def main():
         if "@" not in item:
             sys.exit(f"'{item}': expected CONFIG@BUDGET, e.g. configs/resnet56-cifar.yaml@0.5x")
         config, budget = item.rsplit("@", 1)
-        f = plan(a.mnemo, config, f"budget={budget}")
-        s = plan(a.mnemo, config, f"budget={budget}:search={a.seconds:g}")
+        bound = "" if a.bound is None else f":bound={a.bound:g}"
+        f = plan(a.mnemo, config, f"budget={budget}{bound}")
+        s = plan(a.mnemo, config, f"budget={budget}:search={a.seconds:g}{bound}")
         ls = s.get("local_search")
         if ls is None:
             sys.exit(f"{item}: the plan has no local_search report")
