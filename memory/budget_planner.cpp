@@ -518,15 +518,16 @@ MirrorResult plan_budget(const PlanContext& ctx) {
                         : chosen_01                           ? packed.at(*chosen).planned.report.recompute_cost
                                                               : -1;
     eo.integer = exact;
-    // (CBC does not stop an LP at its time limit: `:fast=SECONDS` bounds the rounds, not a solve.)
+    // (CBC does not stop an LP at its time limit: `:fast=SECONDS` or `:bound=SECONDS` bounds the
+    // rounds, not a solve.)
     eo.seconds = exact ? std::max(mode.budget_seconds / 2, mode.budget_seconds - bs.seconds)
                        : kBudgetLpSeconds + std::max(0.0, mode.budget_bound_seconds);
     if (!exact) eo.max_gaps = kBudgetLpGaps;
     eo.lp_max_gaps = kBudgetLpGaps;  // (`:exact`'s LP rounds: the fast solver's)
     // The LP's cutting rounds (for `:exact`, before its programme, which starts from the gaps
     // they model): by default while its LP stays small (the same bound on every machine);
-    // `:fast=SECONDS`: for up to SECONDS (0: none).
-    // The integer programme's root node (CBC's cuts): `:fast=SECONDS` runs it first, on the gaps
+    // `:fast=SECONDS` or `:bound=SECONDS` (fast and search): for up to SECONDS (0: none).
+    // The integer programme's root node (CBC's cuts): `:fast=SECONDS` / `:bound=SECONDS` runs it first, on the gaps
     // the rounds start from, and again after them with the time left; `:exact`, after the rounds,
     // before its programme. Not by default: it takes 0.3-0.9 s on the deep ResNets but 2.9 s on
     // the 2x512 LSTM and 17.8 s on the paper's (at 0.7x and 0.6x), and a time limit would make

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "core/error.h"
 #include "memory/budget_exact.h"
 #include "memory/budget_fill.h"
 
@@ -135,7 +136,10 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
       break;
     }
   }
-  if (out.taken > 0) out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
+  if (out.taken > 0) {
+    out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
+    MNEMO_ASSERT(out.plan->planned.report.total_bytes <= o.limit) << "budget search: the plan taken does not fit when planned in full";
+  }
   out.seconds = elapsed();
   return out;
 }

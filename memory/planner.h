@@ -49,7 +49,7 @@ struct PlanStats {
 // `exact_seconds` >= 0 (share): when the best packing is above the live-bytes bound, the exact
 // placement of memory/placement.h for up to that long.
 // `enough` >= 0 (share): an arena of at most this many bytes is enough (a search that asks only
-// whether a plan fits): when the first packing is within it, the others are not tried.
+// whether a plan fits): once a packing is within it, the rest are not tried.
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
                        int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,

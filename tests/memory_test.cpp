@@ -283,8 +283,9 @@ TEST(MemoryPlan, SharePacksNoWorseThanTheClassPasses) {
 }
 
 // `enough` (a search asking only whether a plan fits, memory/budget_search.cpp): with the class
-// passes within it, their packing is the plan (valid, no joint packing tried); above it, the plan
-// is the full one. The searches' decisions (fits or not) are the same either way.
+// passes within it, their packing is the plan (valid, no joint packing tried); with no packing
+// within it, the plan is the full one. The searches' decisions (fits or not) are the same either
+// way.
 TEST(MemoryPlan, EnoughStopsAtTheFirstPackingWithinIt) {
   std::mt19937 rng(3);
   int joint = 0;
@@ -296,7 +297,7 @@ TEST(MemoryPlan, EnoughStopsAtTheFirstPackingWithinIt) {
     validate_plan(g, p);
     EXPECT_EQ(at_class.arena_bytes, full.class_pass_bytes) << trial;
     EXPECT_FALSE(at_class.joint_packing) << trial;
-    plan_memory(g, AllocMode::share, &below, {}, nullptr, -1, {}, -1, full.class_pass_bytes - 1);
+    plan_memory(g, AllocMode::share, &below, {}, nullptr, -1, {}, -1, full.arena_bytes - 1);
     EXPECT_EQ(below.arena_bytes, full.arena_bytes) << trial;
     EXPECT_EQ(below.joint_packing, full.joint_packing) << trial;
     joint += full.joint_packing;
