@@ -33,22 +33,24 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
   MirrorPlan t = cur.mirror;
   t[static_cast<size_t>(x)] = 0;
   t = ctx.apply(views_follow(fwd, std::move(t)));
-  for (int repair = 0;; ++repair) {
-    // Packed only when its live bytes fit the arena's limit (else it cannot fit: pruned), and
-    // only until a packing fits (the plan taken is packed in full at the end).
-    MirrorResult r = ctx.evaluate(t, o.arena_limit, o.arena_limit);
+  // Packed only when its live bytes fit the arena's limit (else it cannot fit: pruned), and only
+  // until a packing fits (the plan taken is packed in full at the end of the search).
+  auto plan_to_fit = [&](const MirrorPlan& m) {
     ++*evaluations;
+    return ctx.evaluate(m, o.arena_limit, o.arena_limit);
+  };
+  auto fits = [&](const MirrorResult& r) { return !r.planned.report.pruned && r.planned.report.total_bytes <= o.limit; };
+  for (int repair = 0;; ++repair) {
+    MirrorResult r = plan_to_fit(t);
     if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
-    const MemoryReport& rep = r.planned.report;
-    if (!rep.pruned && rep.total_bytes <= o.limit) {
+    if (fits(r)) {
       // What fits kept back, in both keep-back orders; the least cost that fits.
       const FillStart start = prepare_fill(ctx, t, r);
       for (int order = 0; order < 2; ++order) {
         const std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
         if (!f || f->report.recompute_cost >= cost_of(r)) continue;
-        MirrorResult filled = ctx.evaluate(f->plan, o.arena_limit, o.arena_limit);
-        ++*evaluations;
-        if (!filled.planned.report.pruned && filled.planned.report.total_bytes <= o.limit && cost_of(filled) < cost_of(r)) r = std::move(filled);
+        MirrorResult filled = plan_to_fit(f->plan);
+        if (fits(filled) && cost_of(filled) < cost_of(r)) r = std::move(filled);
       }
       if (cost_of(r) < bar) return r;
       return std::nullopt;
@@ -71,6 +73,7 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
     }
     std::sort(go.begin(), go.end());
     // (Pruned: its live bytes over the arena's limit, at most its total over the limit.)
+    const MemoryReport& rep = r.planned.report;
     int64_t over = rep.pruned ? rep.max_live_bytes - o.arena_limit : rep.total_bytes - o.limit;
     bool let_go = false;
     for (const auto& [key, v, bytes] : go) {

@@ -5,6 +5,7 @@
 
 #include "autograd/gradient.h"
 #include "memory/planner.h"
+#include "memory/report.h"
 #include "memory/step_load.h"
 #include "models/small_nets.h"
 #include "test_util.h"
@@ -303,6 +304,27 @@ TEST(MemoryPlan, EnoughStopsAtTheFirstPackingWithinIt) {
     joint += full.joint_packing;
   }
   EXPECT_GT(joint, 0);  // (some trials' joint packing is smaller: the case `enough` skips)
+}
+
+// ... and `enough` reaches plan_memory from plan_training_step (how the search plans its moves):
+// on the small nets' training graphs an arena within it is enough (never below the full plan's,
+// and above it where a joint packing won), and with none within it the plan is the full one.
+TEST(MemoryPlan, EnoughReachesPlanMemoryFromTheTrainingStep) {
+  int joint = 0;
+  for (int which = 0; which < 3; ++which) {
+    Model m = which == 0 ? build_mlp(8, 16, 32, 4) : which == 1 ? build_small_cnn(4, 8, 4, 3) : build_lstm(4, 3, 5, 6, 2, 4);
+    const Graph& fwd = m.builder.graph();
+    for (int mirror : {0, 1}) {
+      const TrainingGraph tg = build_training_graph(fwd, m.loss, MirrorPlan(fwd.size(), mirror));
+      const MemoryReport full = plan_training_step(tg, AllocMode::share).report;
+      const MemoryReport any = plan_training_step(tg, AllocMode::share, {.enough = INT64_MAX}).report;
+      const MemoryReport none = plan_training_step(tg, AllocMode::share, {.enough = full.arena_bytes - 1}).report;
+      EXPECT_GE(any.arena_bytes, full.arena_bytes) << which << " " << mirror;
+      EXPECT_EQ(none.arena_bytes, full.arena_bytes) << which << " " << mirror;
+      joint += any.arena_bytes > full.arena_bytes;
+    }
+  }
+  EXPECT_GT(joint, 0);  // (without `enough` passed on, every `any` is the full plan)
 }
 
 // Training graphs of the small nets: every mode validates, and losses and gradients are
