@@ -324,8 +324,10 @@ MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, 
   MirrorResult r;
   r.mirror = m;
   // A light result (prune_above 0: liveness only, never chosen or packed as it is) is built
-  // without the name index: nothing reads its names (docs/MEMORY.md "Cost").
-  r.training = build_training_graph(fwd, loss, m, prune_above != 0);
+  // without the name index: nothing reads its names (docs/MEMORY.md "Cost"). So is a probe
+  // (`enough` set: packed only until a packing fits, planned again in full if it is taken).
+  const bool light = prune_above == 0 || enough >= 0;
+  r.training = build_training_graph(fwd, loss, m, !light);
   if (sgd) add_sgd_updates(r.training, *sgd);
   std::vector<PreparedKernel> kernels;
   if (order != ScheduleOrder::default_order) {

@@ -153,8 +153,10 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     for (PackOrder by : {PackOrder::size, PackOrder::lifetime, PackOrder::area}) {
       if (top[2] <= live || top[2] <= enough) break;
       std::vector<int64_t> joint(l.buffers.size(), -1);
-      const int64_t size = pack_intervals(l.buffers, joint, by, top[2] - 1);
-      if (size < top[2]) top[2] = size, offsets = std::move(joint), joint_packing = true;
+      // (With `enough`, a packing is of use only within it: it gives up above it.)
+      const int64_t give_up = enough >= 0 ? std::min(top[2] - 1, enough) : top[2] - 1;
+      const int64_t size = pack_intervals(l.buffers, joint, by, give_up);
+      if (size <= give_up) top[2] = size, offsets = std::move(joint), joint_packing = true;
     }
     if (stats) stats->arena_bound_bytes = std::min(live, top[2]), stats->placement = top[2] <= live ? "at the live-bytes bound" : "best fit";
     if (exact_seconds >= 0 && top[2] > live) {

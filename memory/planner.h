@@ -49,7 +49,9 @@ struct PlanStats {
 // `exact_seconds` >= 0 (share): when the best packing is above the live-bytes bound, the exact
 // placement of memory/placement.h for up to that long.
 // `enough` >= 0 (share): an arena of at most this many bytes is enough (a search that asks only
-// whether a plan fits): once a packing is within it, the rest are not tried.
+// whether a plan fits): once a packing is within it, the rest are not tried, and a joint packing
+// gives up as soon as it is above it. With no packing within it, the plan is the class passes'
+// (valid, at least the full plan's arena): within `enough` exactly when the full plan is.
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
                        int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,

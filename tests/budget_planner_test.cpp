@@ -704,6 +704,11 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
       EXPECT_EQ(three.plan->mirror, s.mirror) << what;
       EXPECT_EQ(one.moves, s.search_moves) << what;
       EXPECT_EQ(three.moves, s.search_moves) << what;
+      // Its moves' probes (`enough` set) are built without the name index (planned again in full
+      // when taken); the plan it returns, and a plan pruned but not a probe, have it.
+      EXPECT_TRUE(one.plan->training.graph.names_indexed()) << what;
+      EXPECT_FALSE(ctx.evaluate(s.mirror, so.arena_limit, so.arena_limit).training.graph.names_indexed()) << what;
+      EXPECT_TRUE(ctx.evaluate(s.mirror, so.arena_limit).training.graph.names_indexed()) << what;
       const MirrorResult exact = plan_pipeline(c, p, size + ":exact=4", nullptr, true);
       EXPECT_LE(exact.planned.report.total_bytes, b) << what;
       EXPECT_LE(exact.planned.report.recompute_cost, s.planned.report.recompute_cost) << what;
