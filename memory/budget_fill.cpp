@@ -21,16 +21,26 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes) {
   return first;
 }
 
+namespace {
+
+// The plan's liveness: kept by its evaluation (light results and probes), else analysed here.
+std::shared_ptr<const Liveness> liveness_of(const PlanContext& ctx, const MirrorResult& r) {
+  if (r.planned.liveness) return r.planned.liveness;
+  return std::make_shared<const Liveness>(analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels));
+}
+
+}  // namespace
+
 ExactPeak exact_peak(const PlanContext& ctx, const MirrorResult& r) {
-  ExactPeak p{analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels)};
-  p.step = placing::heaviest_step(live_bytes_per_step(p.liveness, true, static_cast<int>(r.training.graph.size())));
+  ExactPeak p{liveness_of(ctx, r)};
+  p.step = placing::heaviest_step(live_bytes_per_step(*p.liveness, true, static_cast<int>(r.training.graph.size())));
   return p;
 }
 
 int64_t ExactPeak::bytes_of(int v) const {
   int64_t bytes = 0;
-  for (int b : liveness.entry_buffer[static_cast<size_t>(v)])
-    if (b >= 0 && placing::live_at(liveness.buffers[static_cast<size_t>(b)], step)) bytes += placing::size_of(liveness.buffers[static_cast<size_t>(b)]);
+  for (int b : liveness->entry_buffer[static_cast<size_t>(v)])
+    if (b >= 0 && placing::live_at(liveness->buffers[static_cast<size_t>(b)], step)) bytes += placing::size_of(liveness->buffers[static_cast<size_t>(b)]);
   return bytes;
 }
 
@@ -91,7 +101,8 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan, const MirrorResu
   FillStart f;
   const Graph& g = r.training.graph;
   const Graph& fwd = ctx.fwd;
-  const Liveness l = analyze_liveness(g, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels);
+  const std::shared_ptr<const Liveness> kept = liveness_of(ctx, r);
+  const Liveness& l = *kept;
   const int steps = static_cast<int>(g.size());
   f.live = live_bytes_per_step(l, true, steps);
   f.live_bytes = r.planned.report.max_live_bytes;

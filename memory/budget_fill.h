@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -33,7 +34,7 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes);
 // Where `r`'s exact plan peaks (the step of most live bytes; forward nodes keep their ids in the
 // training graph), and its liveness: what the repairs let go of (the fills' and budget's search).
 struct ExactPeak {
-  Liveness liveness;
+  std::shared_ptr<const Liveness> liveness;
   int step = 0;
   // The bytes of forward node v's outputs live at the peak (0: none).
   int64_t bytes_of(int v) const;

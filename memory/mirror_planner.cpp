@@ -334,7 +334,11 @@ MirrorResult PlanContext::evaluate_in(const MirrorPlan& m, ScheduleOrder order, 
     kernels = prepare_kernels(r.training.graph, device);
     r.order = reorder_step(r.training, kernels, order, mode.alloc != AllocMode::none, mode.order_seconds);
   }
-  r.planned = plan_training_step(r.training, mode.alloc, {.device = device, .prune_above = prune_above, .kernels = std::move(kernels), .enough = enough, .balance = mode.balance});
+  // (Light results and probes keep their liveness: the fills and the search's repairs analyse
+  // them further, docs/MEMORY.md "Cost".)
+  r.planned = plan_training_step(r.training, mode.alloc,
+                                 {.device = device, .prune_above = prune_above, .kernels = std::move(kernels), .enough = enough,
+                                  .balance = mode.balance, .keep_liveness = light});
   return r;
 }
 

@@ -105,7 +105,7 @@ int64_t pack_intervals(const std::vector<Buffer>& items, std::vector<int64_t>& o
 
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const std::vector<EntryRef>& gradients,
                        const Device* device, int64_t prune_above, std::vector<PreparedKernel> kernels, double exact_seconds,
-                       int64_t enough) {
+                       int64_t enough, Liveness* liveness) {
   const auto t0 = std::chrono::steady_clock::now();
   MemoryPlan plan;
   plan.kernels = kernels.empty() ? prepare_kernels(g, device) : std::move(kernels);
@@ -117,6 +117,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
       stats->pruned = true;
       stats->buffers = static_cast<int>(l.buffers.size());
       stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (liveness) *liveness = std::move(l);
       return plan;
     }
   }
@@ -201,6 +202,7 @@ MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats, const s
     stats->inplace = l.inplace_count;
     stats->planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  if (liveness) *liveness = std::move(l);
   return plan;
 }
 

@@ -52,10 +52,12 @@ struct PlanStats {
 // whether a plan fits): once a packing is within it, the rest are not tried, and a joint packing
 // gives up as soon as it is above it. With no packing within it, the plan is the class passes'
 // (valid, at least the full plan's arena): within `enough` exactly when the full plan is.
+// `liveness` (non-null): receives the liveness analysis the plan was made from (also when pruned),
+// for callers that analyse the plan further (the fills, the local search's repairs).
 MemoryPlan plan_memory(const Graph& g, AllocMode mode, PlanStats* stats = nullptr,
                        const std::vector<EntryRef>& gradients = {}, const Device* device = nullptr,
                        int64_t prune_above = -1, std::vector<PreparedKernel> kernels = {}, double exact_seconds = -1,
-                       int64_t enough = -1);
+                       int64_t enough = -1, Liveness* liveness = nullptr);
 
 // The order in which pack_intervals places items: largest first, longest lived first, or largest
 // bytes x steps first.

@@ -29,8 +29,10 @@ PlannedStep plan_training_step(const TrainingGraph& tg, AllocMode mode, StepPlan
   }
   PlanStats st;
   PlannedStep out;
+  Liveness liveness;
   out.plan = plan_memory(g, mode, &st, grads, device, options.prune_above, std::move(options.kernels), options.exact_seconds,
-                         options.enough);
+                         options.enough, options.keep_liveness ? &liveness : nullptr);
+  if (options.keep_liveness) out.liveness = std::make_shared<const Liveness>(std::move(liveness));
   MemoryReport& r = out.report;
   r.mode = alloc_mode_name(mode);
   r.nodes = static_cast<int64_t>(g.size());

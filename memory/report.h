@@ -21,6 +21,7 @@
 //                      FLOP-equivalents; step_cost the whole step's. budget=SIZE minimises it.
 // The JSON form (to_json) is stable: documented in docs/MEMORY.md and read by tools and plots.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -47,6 +48,7 @@ struct MemoryReport {
 struct PlannedStep {
   MemoryPlan plan;
   MemoryReport report;
+  std::shared_ptr<const Liveness> liveness;  // with StepPlanOptions::keep_liveness: the plan's (else null)
 };
 
 // How plan_training_step plans: `device`, the backend the plan is for (null: the CPU);
@@ -60,6 +62,7 @@ struct StepPlanOptions {
   double exact_seconds = -1;
   int64_t enough = -1;  // see plan_memory
   double balance = kDefaultBalance;
+  bool keep_liveness = false;  // PlannedStep::liveness
 };
 
 // Plans the training graph's memory and reports it.

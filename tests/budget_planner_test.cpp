@@ -709,6 +709,21 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
       EXPECT_TRUE(one.plan->training.graph.names_indexed()) << what;
       EXPECT_FALSE(ctx.evaluate(s.mirror, so.arena_limit, so.arena_limit).training.graph.names_indexed()) << what;
       EXPECT_TRUE(ctx.evaluate(s.mirror, so.arena_limit).training.graph.names_indexed()) << what;
+      // Probes and light results keep the liveness they were planned from (the repairs and the
+      // fills read it instead of analysing the plan again): the analysis of their own graph.
+      for (const MirrorResult& r : {ctx.evaluate(s.mirror, so.arena_limit, so.arena_limit), ctx.evaluate(fast.mirror, 0)}) {
+        ASSERT_TRUE(r.planned.liveness) << what;
+        const Liveness fresh = analyze_liveness(r.training.graph, true, r.planned.plan.kernels);
+        ASSERT_EQ(r.planned.liveness->buffers.size(), fresh.buffers.size()) << what;
+        EXPECT_GT(fresh.buffers.size(), 0u) << what;
+        for (size_t b = 0; b < fresh.buffers.size(); ++b) {
+          const Buffer &x = r.planned.liveness->buffers[b], &y = fresh.buffers[b];
+          EXPECT_TRUE(x.bytes == y.bytes && x.start == y.start && x.end == y.end && x.workspace == y.workspace) << what << " buffer " << b;
+        }
+        EXPECT_EQ(r.planned.liveness->entry_buffer, fresh.entry_buffer) << what;
+        EXPECT_EQ(r.planned.liveness->workspace_buffer, fresh.workspace_buffer) << what;
+      }
+      EXPECT_FALSE(ctx.evaluate(s.mirror).planned.liveness) << what;  // (a full plan keeps none)
       const MirrorResult exact = plan_pipeline(c, p, size + ":exact=4", nullptr, true);
       EXPECT_LE(exact.planned.report.total_bytes, b) << what;
       EXPECT_LE(exact.planned.report.recompute_cost, s.planned.report.recompute_cost) << what;
