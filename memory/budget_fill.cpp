@@ -23,16 +23,17 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes) {
 
 namespace {
 
-// The plan's liveness: kept by its evaluation (light results and probes), else analysed here.
-std::shared_ptr<const Liveness> liveness_of(const PlanContext& ctx, const MirrorResult& r) {
-  if (r.planned.liveness) return r.planned.liveness;
-  return std::make_shared<const Liveness>(analyze_liveness(r.training.graph, ctx.mode.alloc != AllocMode::none, r.planned.plan.kernels));
+// The liveness `r`'s evaluation kept: every result the fills and the repairs analyse is a light
+// result or a probe (PlanContext::evaluate_in), which keep it.
+const std::shared_ptr<const Liveness>& kept_liveness(const MirrorResult& r) {
+  MNEMO_ASSERT(r.planned.liveness) << "a plan evaluated in full has no liveness kept: evaluate it light (prune_above 0) or as a probe";
+  return r.planned.liveness;
 }
 
 }  // namespace
 
-ExactPeak exact_peak(const PlanContext& ctx, const MirrorResult& r) {
-  ExactPeak p{liveness_of(ctx, r)};
+ExactPeak exact_peak(const MirrorResult& r) {
+  ExactPeak p{kept_liveness(r)};
   p.step = placing::heaviest_step(live_bytes_per_step(*p.liveness, true, static_cast<int>(r.training.graph.size())));
   return p;
 }
@@ -101,8 +102,7 @@ FillStart prepare_fill(const PlanContext& ctx, MirrorPlan plan, const MirrorResu
   FillStart f;
   const Graph& g = r.training.graph;
   const Graph& fwd = ctx.fwd;
-  const std::shared_ptr<const Liveness> kept = liveness_of(ctx, r);
-  const Liveness& l = *kept;
+  const Liveness& l = *kept_liveness(r);
   const int steps = static_cast<int>(g.size());
   f.live = live_bytes_per_step(l, true, steps);
   f.live_bytes = r.planned.report.max_live_bytes;
@@ -176,7 +176,7 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std:
     if (repair == kFillRepairs) break;
     // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
     // go from the last kept (the least cost per byte) back until their bytes cover the overshoot.
-    const ExactPeak peak = exact_peak(ctx, r);
+    const ExactPeak peak = exact_peak(r);
     int64_t over = r.planned.report.max_live_bytes - cap;
     std::vector<char> drop(keeps.size(), 0);
     for (size_t j = keeps.size(); j-- > 0 && over > 0;)

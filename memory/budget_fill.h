@@ -33,13 +33,14 @@ std::vector<int> first_copies(const MirrorResult& r, size_t forward_nodes);
 
 // Where `r`'s exact plan peaks (the step of most live bytes; forward nodes keep their ids in the
 // training graph), and its liveness: what the repairs let go of (the fills' and budget's search).
+// `r` is a light result or a probe (PlanContext::evaluate_in: its liveness kept; else an error).
 struct ExactPeak {
   std::shared_ptr<const Liveness> liveness;
   int step = 0;
   // The bytes of forward node v's outputs live at the peak (0: none).
   int64_t bytes_of(int v) const;
 };
-ExactPeak exact_peak(const PlanContext& ctx, const MirrorResult& r);
+ExactPeak exact_peak(const MirrorResult& r);
 
 // Where a fill starts (a member as it is, or with its cheap nodes dropped too): the plan, the live
 // bytes at each step of its schedule, and its dropped nodes a fill may keep back. Prepared once

@@ -60,7 +60,7 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
     // it (letting go of one read before the peak puts its recomputed copy there instead), the
     // least recompute cost per byte first, until their bytes cover the excess.
     const Graph& g = r.training.graph;
-    const ExactPeak peak = exact_peak(ctx, r);
+    const ExactPeak peak = exact_peak(r);
     std::vector<char> read_by_then(fwd.size(), 0);  // read by backward at or before the peak
     for (int id = static_cast<int>(r.training.num_forward); id <= peak.step && id < static_cast<int>(g.size()); ++id)
       for (const EntryRef& e : g.node(id).inputs)

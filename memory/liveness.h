@@ -18,6 +18,7 @@ struct Buffer {
   int start = 0;          // step (node id) that first writes it
   int end = 0;            // last step that reads it (inclusive); graph outputs: the last step
   bool workspace = false; // a node-local workspace (live at `start` only)
+  bool operator==(const Buffer&) const = default;
 };
 
 struct Liveness {
@@ -25,6 +26,7 @@ struct Liveness {
   std::vector<std::vector<int>> entry_buffer;  // [node][output] -> buffer, -1: external (param/input)
   std::vector<int> workspace_buffer;           // [node] -> buffer or -1
   int inplace_count = 0;
+  bool operator==(const Liveness&) const = default;
 };
 
 // `kernels`: every node's prepared kernel for the plan's device (core/memory_plan.h,
