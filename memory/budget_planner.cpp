@@ -596,6 +596,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
                                                                           : "exact programme: " + eb.status;
   if (searched) {
     best.search_moves = bs.moves, best.search_taken = bs.taken, best.search_evaluations = bs.evaluations;
+    best.search_remembered = bs.remembered;
     best.search_local_optimum = bs.local_optimum, best.local_search_seconds = bs.seconds;
     best.search_from_cost = family_cost;
   }

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "memory/budget_exact.h"
@@ -25,9 +29,60 @@ constexpr double kSearchSlack = 1.5;
 
 double cost_of(const MirrorResult& r) { return r.planned.report.recompute_cost; }
 
+// What the search has learnt of the plans it planned: whether each fits and what it costs. A
+// move's fill often comes to a plan planned before, mostly another move's fill (on Inception-v3
+// at 0.4x, 308 of the 2489 plans the search built; docs/BENCHMARKS.md "The search's fills
+// remembered"). Both are functions of the plan alone (the same context and limits
+// throughout one search), so a fill met again is compared without being built. Shared by the
+// threads of a batch; the decisions are the same as planning it again, so the search takes the
+// same moves.
+class FillMemo {
+ public:
+  struct Outcome {
+    bool fits;
+    double cost;
+  };
+  explicit FillMemo(bool on) : on_(on) {}
+  std::optional<Outcome> find(const MirrorPlan& m) {
+    if (!on_) return std::nullopt;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = seen_.find(key(m));
+    if (it == seen_.end()) return std::nullopt;
+    ++hits_;
+    return it->second;
+  }
+  void add(const MirrorPlan& m, Outcome o) {
+    if (!on_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seen_.size() < kMaxPlans) seen_.emplace(key(m), o);
+  }
+  int hits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+
+ private:
+  // (At most this many plans, a byte per node each when every count is below 256, else the ints:
+  // at most 41 MB on the 5005-node ResNet, whose search builds about 380 plans in 30 s.)
+  static constexpr size_t kMaxPlans = 1 << 13;
+  static std::string key(const MirrorPlan& m) {
+    const bool small = std::all_of(m.begin(), m.end(), [](int c) { return c >= 0 && c < 256; });
+    // (The first byte says which.)
+    std::string k(1 + (small ? m.size() : m.size() * sizeof(int)), small ? 'b' : 'i');
+    if (small) std::transform(m.begin(), m.end(), k.begin() + 1, [](int c) { return static_cast<char>(c); });
+    else std::memcpy(k.data() + 1, m.data(), k.size() - 1);
+    return k;
+  }
+  const bool on_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Outcome> seen_;
+  int hits_ = 0;
+};
+
 // `x` kept back in `cur`, let go around the exact peak until it fits, filled: the result when it
 // fits and costs less than `cur`.
-std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, int* evaluations) {
+std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, FillMemo& memo,
+                                     int* evaluations) {
   const Graph& fwd = ctx.fwd;
   const double bar = cost_of(cur);
   MirrorPlan t = cur.mirror;
@@ -42,18 +97,32 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
   auto fits = [&](const MirrorResult& r) { return !r.planned.report.pruned && r.planned.report.total_bytes <= o.limit; };
   for (int repair = 0;; ++repair) {
     MirrorResult r = plan_to_fit(t);
+    memo.add(t, {fits(r), cost_of(r)});
     if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
     if (fits(r)) {
-      // What fits kept back, in both keep-back orders; the least cost that fits.
+      // What fits kept back, in both keep-back orders; the least cost that fits. A fill met before
+      // is judged by what the memo holds; one that wins the move is planned if it was not here.
       const FillStart start = prepare_fill(ctx, t, r);
+      double least = cost_of(r);
+      std::optional<MirrorPlan> won;         // the fill that costs least, when one costs less than r
+      std::optional<MirrorResult> won_plan;  // ... planned here (not when the memo judged it)
       for (int order = 0; order < 2; ++order) {
-        const std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
-        if (!f || f->report.recompute_cost >= cost_of(r)) continue;
-        MirrorResult filled = plan_to_fit(f->plan);
-        if (fits(filled) && cost_of(filled) < cost_of(r)) r = std::move(filled);
+        std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
+        if (!f || f->report.recompute_cost >= least) continue;
+        std::optional<FillMemo::Outcome> known = memo.find(f->plan);
+        std::optional<MirrorResult> filled;
+        if (!known) {
+          filled = plan_to_fit(f->plan);
+          known = FillMemo::Outcome{fits(*filled), cost_of(*filled)};
+          memo.add(f->plan, *known);
+        }
+        if (known->fits && known->cost < least) least = known->cost, won = std::move(f->plan), won_plan = std::move(filled);
       }
-      if (cost_of(r) < bar) return r;
-      return std::nullopt;
+      if (least >= bar) return std::nullopt;
+      if (!won) return r;
+      if (!won_plan) won_plan = plan_to_fit(*won);
+      MNEMO_ASSERT(fits(*won_plan) && cost_of(*won_plan) == least) << "budget search: a remembered fill planned differently";
+      return won_plan;
     }
     if (repair == kSearchRepairs) return std::nullopt;
     // The kept nodes whose values are live at the exact peak and first read by backward after
@@ -94,6 +163,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
   BudgetSearch out;
   MirrorResult cur = start;
   const size_t threads = static_cast<size_t>(o.batch > 0 ? o.batch : std::max(1, omp_get_max_threads()));
+  FillMemo memo(o.remember);
   double next_line = 1;
   auto report = [&] {
     if (!o.progress || elapsed() < next_line) return;
@@ -114,6 +184,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
         whole = false;
         break;
       }
+      memo.add(cur.mirror, {true, cost_of(cur)});  // (a fill often comes back to it)
       // A batch of moves from the current plan (nodes it still drops), one per thread.
       std::vector<size_t> batch;
       for (size_t j = i; j < order.size() && batch.size() < threads; ++j)
@@ -121,7 +192,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
       if (batch.empty()) break;
       std::vector<std::optional<MirrorResult>> moved(batch.size());
       std::vector<int> evaluations(batch.size(), 0);
-      parallel_each(batch.size(), [&](size_t k) { moved[k] = try_move(ctx, cur, order[batch[k]].second, o, &evaluations[k]); });
+      parallel_each(batch.size(), [&](size_t k) { moved[k] = try_move(ctx, cur, order[batch[k]].second, o, memo, &evaluations[k]); });
       for (int e : evaluations) out.evaluations += e;
       i = batch.back() + 1;
       for (size_t k = 0; k < batch.size(); ++k) {
@@ -143,6 +214,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
     out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
     MNEMO_ASSERT(out.plan->planned.report.total_bytes <= o.limit) << "budget search: the plan taken does not fit when planned in full";
   }
+  out.remembered = memo.hits();
   out.seconds = elapsed();
   return out;
 }

@@ -24,6 +24,7 @@ namespace mnemo {
 struct BudgetSearch {
   std::optional<MirrorResult> plan;  // a plan that fits and costs less than the start (none: no move found)
   int moves = 0, taken = 0, evaluations = 0;
+  int remembered = 0;                 // fills not planned again: the memo knew them (budget_search.cpp)
   bool local_optimum = false;         // a whole pass took no move (else: the time limit)
   double seconds = 0;
 };
@@ -33,6 +34,7 @@ struct BudgetSearchOptions {
   int64_t arena_limit = 0;  // ... nor the live bytes this (the fills' level)
   double seconds = 10;
   int batch = 0;  // moves tried at once, from the same plan (0: one per OpenMP thread); the result does not depend on it
+  bool remember = true;  // fills met again judged by what was learnt of them (false: planned again; the same result)
   // From 1 s on, at most once a second: the search so far and the current plan's cost.
   std::function<void(const BudgetSearch&, double cost)> progress;
 };

@@ -139,8 +139,9 @@ struct MirrorResult {
   double solver_seconds = 0;
   // budget (:search, and :exact first): the local search from the family's choice (search_moves
   // -1: none ran): moves tried and taken, plans evaluated, whether it ended at a local optimum
-  // (else at its time limit), the recompute cost it started from, seconds
-  int search_moves = -1, search_taken = 0, search_evaluations = 0;
+  // (else at its time limit), the recompute cost it started from, seconds; fills it judged by
+  // what it had learnt of them before, without planning them again (remembered)
+  int search_moves = -1, search_taken = 0, search_evaluations = 0, search_remembered = 0;
   bool search_local_optimum = false;
   double search_from_cost = 0, local_search_seconds = 0;
   OrderReport order;               // the schedule order pass on the plan chosen

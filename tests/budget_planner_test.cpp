@@ -638,7 +638,7 @@ TEST(MirrorPlanner, BudgetSecondKeepBackOrderOnlyAddsMembers) {
 // starts from it, so it costs no more. Some budget must be improved (without the search this
 // fails).
 TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) {
-  int improved = 0, budgets = 0, bitwise_checked = 0;
+  int improved = 0, budgets = 0, bitwise_checked = 0, remembered = 0;
   // (model, time limit, budgets: k from `first` to `last` of k/5 of the way from share's total
   // down to the least feasible; whether to run the bitwise, batch and exact checks. DenseNet-121's
   // searches take 4-26 s there, so one budget and no checks; Inception-v3 at 4/5 and 2 s: its
@@ -705,6 +705,21 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
       EXPECT_EQ(three.plan->mirror, s.mirror) << what;
       EXPECT_EQ(one.moves, s.search_moves) << what;
       EXPECT_EQ(three.moves, s.search_moves) << what;
+      // Fills met again judged by what the search learnt of them: the same moves and plan as
+      // planning each again, and each fill remembered spares one plan (a remembered fill that
+      // wins its move is planned once then: at most one plan more per move taken).
+      so.batch = 1, so.remember = false;
+      const BudgetSearch forgetful = search_budget(ctx, fast, so);
+      ASSERT_TRUE(forgetful.plan) << what;
+      EXPECT_EQ(forgetful.plan->mirror, s.mirror) << what;
+      EXPECT_EQ(forgetful.moves, one.moves) << what;
+      EXPECT_EQ(forgetful.taken, one.taken) << what;
+      EXPECT_EQ(forgetful.remembered, 0) << what;
+      EXPECT_GE(forgetful.evaluations + one.taken, one.evaluations + one.remembered) << what;
+      EXPECT_LE(forgetful.evaluations, one.evaluations + one.remembered) << what;
+      remembered += one.remembered;
+      std::printf("%s: %d plans evaluated, %d fills remembered; %d evaluated without the memo\n", what.c_str(), one.evaluations,
+                  one.remembered, forgetful.evaluations);
       // Its moves' probes (`enough` set) are built without the name index (planned again in full
       // when taken); the plan it returns, and a plan pruned but not a probe, have it.
       EXPECT_TRUE(one.plan->training.graph.names_indexed()) << what;
@@ -731,6 +746,7 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
   std::printf("the local search improved %d of %d budgets (%d checked bitwise against none)\n", improved, budgets, bitwise_checked);
   EXPECT_GT(improved, 0);
   EXPECT_GT(bitwise_checked, 0);
+  EXPECT_GT(remembered, 0) << "no fill was met again: the memo was not exercised";
 }
 
 }  // namespace

@@ -180,6 +180,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
                      {"cuts", mr.solver_cuts}, {"seconds", mr.solver_seconds}};
       if (mr.search_moves >= 0)
         j["local_search"] = {{"moves", mr.search_moves}, {"taken", mr.search_taken}, {"evaluations", mr.search_evaluations},
+                             {"remembered", mr.search_remembered},
                              {"local_optimum", mr.search_local_optimum}, {"from_cost", mr.search_from_cost},
                              {"seconds", mr.local_search_seconds}};
     }
@@ -252,8 +253,10 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       if (mr.search_moves >= 0)
-        std::printf("    local search: from the family's choice (%.3g G), %d moves tried, %d taken, %d plans evaluated, %.2f s: %s\n",
-                    mr.search_from_cost / 1e9, mr.search_moves, mr.search_taken, mr.search_evaluations, mr.local_search_seconds,
+        std::printf("    local search: from the family's choice (%.3g G), %d moves tried, %d taken, %d plans evaluated (%d fills "
+                    "remembered), %.2f s: %s\n",
+                    mr.search_from_cost / 1e9, mr.search_moves, mr.search_taken, mr.search_evaluations, mr.search_remembered,
+                    mr.local_search_seconds,
                     mr.search_local_optimum ? "a local optimum (no move improves it)" : "stopped at its time limit");
       std::printf("    fills: %d live-bytes levels filled from the top; %d below them not filled (their knapsack bound exceeds the "
                   "recompute cost chosen); %d fills repaired at their peak\n",
