@@ -3,6 +3,7 @@
 #include "memory/budget_fill.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "memory/budget_exact.h"
 #include "memory/liveness.h"
@@ -161,8 +162,59 @@ std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap) {
   }
   return keeps;
 }
+std::string plan_key(const MirrorPlan& m) {
+  const bool small = std::all_of(m.begin(), m.end(), [](int c) { return c >= 0 && c < 256; });
+  std::string k(1 + (small ? m.size() : m.size() * sizeof(int)), small ? 'b' : 'i');  // (the first byte says which)
+  if (small) std::transform(m.begin(), m.end(), k.begin() + 1, [](int c) { return static_cast<char>(c); });
+  else std::memcpy(k.data() + 1, m.data(), k.size() - 1);
+  return k;
+}
+
+int64_t FillMemo::Learnt::bytes_at_peak(int v) const {
+  const auto it = std::lower_bound(peak_bytes.begin(), peak_bytes.end(), std::make_pair(v, int64_t{0}));
+  return it != peak_bytes.end() && it->first == v ? it->second : 0;
+}
+std::optional<FillMemo::Learnt> FillMemo::find(const MirrorPlan& m) {
+  const std::string k = plan_key(m);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = seen_.find(k);
+  if (it == seen_.end()) return std::nullopt;
+  ++hits_;
+  return it->second;
+}
+void FillMemo::add(const MirrorPlan& m, const Learnt& l) {
+  std::string k = plan_key(m);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seen_.size() < kMaxPlans) seen_.emplace(std::move(k), l);
+}
+int FillMemo::hits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+namespace {
+
+// What a fill reads of plan `m` (its light report, the bytes of each forward node live at its
+// exact peak): from `memo` when it met `m` before, else `m` evaluated (light) and learnt.
+// (Without a memo, the peak only when the plan is over `cap`: nothing else reads it.)
+FillMemo::Learnt learn(const PlanContext& ctx, const MirrorPlan& m, int64_t cap, FillMemo* memo) {
+  if (memo)
+    if (std::optional<FillMemo::Learnt> l = memo->find(m)) return std::move(*l);
+  const MirrorResult r = ctx.evaluate(m, 0);
+  FillMemo::Learnt l{r.planned.report, {}};
+  if (memo || l.report.max_live_bytes > cap) {
+    const ExactPeak peak = exact_peak(r);  // (forward nodes keep their ids in the training graph)
+    for (int v = 0; v < static_cast<int>(ctx.fwd.size()); ++v)
+      if (const int64_t bytes = peak.bytes_of(v); bytes > 0) l.peak_bytes.push_back({v, bytes});
+  }
+  if (memo) memo->add(m, l);
+  return l;
+}
+
+}  // namespace
+
 // `keeps` (fill_keeps') kept back from `start`, planned exactly and repaired (above).
-std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap) {
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap, FillMemo* memo) {
   if (keeps.empty()) return std::nullopt;
   auto plan_of = [&](size_t k) {  // the first k keeps
     MirrorPlan m = start.plan;
@@ -171,16 +223,15 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std:
   };
   for (int repair = 0;; ++repair) {
     MirrorPlan m = plan_of(keeps.size());
-    const MirrorResult r = ctx.evaluate(m, 0);
-    if (r.planned.report.max_live_bytes <= cap) return Fill{std::move(m), r.planned.report, repair > 0};
+    const FillMemo::Learnt r = learn(ctx, m, cap, memo);
+    if (r.report.max_live_bytes <= cap) return Fill{std::move(m), r.report, repair > 0};
     if (repair == kFillRepairs) break;
-    // The keeps live at the exact peak (forward nodes keep their ids in the training graph), let
-    // go from the last kept (the least cost per byte) back until their bytes cover the overshoot.
-    const ExactPeak peak = exact_peak(r);
-    int64_t over = r.planned.report.max_live_bytes - cap;
+    // The keeps live at the exact peak, let go from the last kept (the least cost per byte) back
+    // until their bytes cover the overshoot.
+    int64_t over = r.report.max_live_bytes - cap;
     std::vector<char> drop(keeps.size(), 0);
     for (size_t j = keeps.size(); j-- > 0 && over > 0;)
-      if (const int64_t bytes = peak.bytes_of(keeps[j]); bytes > 0) drop[j] = 1, over -= bytes;
+      if (const int64_t bytes = r.bytes_at_peak(keeps[j]); bytes > 0) drop[j] = 1, over -= bytes;
     if (over > 0) break;  // the keeps live at the peak do not cover it: halving
     std::vector<int> rest;
     for (size_t j = 0; j < keeps.size(); ++j)
@@ -191,7 +242,7 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std:
   // (All of `keeps` was planned above and overshot.)
   for (size_t k = keeps.size() / 2; k > 0; k /= 2) {
     MirrorPlan m = plan_of(k);
-    const MemoryReport rep = ctx.evaluate(m, 0).planned.report;
+    const MemoryReport rep = learn(ctx, m, cap, memo).report;
     if (rep.max_live_bytes <= cap) return Fill{std::move(m), rep, false};
   }
   return std::nullopt;

@@ -6,7 +6,10 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -67,11 +70,39 @@ struct Fill {
   MemoryReport report;
   bool repaired = false;
 };
+
+// What the fills learnt of the plans they evaluated: each one's light report and the bytes of each
+// forward node live at its exact peak (what a repair lets go of). The fills of one family, and of
+// one search, often come to a plan met before (a fill at one level is the fill at the next, a
+// repair the same as another job's: on ResNet-56 at `sublinear`'s total 254 of the family's 598
+// plans built; docs/BENCHMARKS.md "The fills' plans remembered"); both are functions of the plan
+// alone (one context), so a fill meeting a plan again does not build it, and decides the same.
+// Thread-safe; at most kMaxPlans plans (then it learns no more).
+class FillMemo {
+ public:
+  struct Learnt {
+    MemoryReport report;
+    std::vector<std::pair<int, int64_t>> peak_bytes;  // (forward node, bytes of its outputs live at the peak > 0), by node
+    int64_t bytes_at_peak(int v) const;
+  };
+  std::optional<Learnt> find(const MirrorPlan& m);
+  void add(const MirrorPlan& m, const Learnt& l);
+  int hits();
+
+ private:
+  static constexpr size_t kMaxPlans = 1 << 12;
+  std::mutex mu_;
+  std::unordered_map<std::string, Learnt> seen_;
+  int hits_ = 0;
+};
+// A plan as a key (a byte per node when every count is below 256, else its ints).
+std::string plan_key(const MirrorPlan& m);
 // The keeps of a fill of `start` up to `cap` in candidate order `order` (0 or 1): the estimate,
 // cheap. Equal keeps give equal fills.
 std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap);
 // `keeps` (fill_keeps') kept back from `start`, planned exactly and repaired; nullopt when nothing
 // could be kept.
-std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap);
+// `memo` (optional): the plans met before are not built again.
+std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std::vector<int> keeps, int64_t cap, FillMemo* memo = nullptr);
 
 }  // namespace mnemo

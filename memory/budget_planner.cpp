@@ -339,7 +339,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // The knapsack bound of the keep-all training graph (which values backward reads does not
   // depend on the plan), asked at every level below and at the arena limit.
   const KnapsackBound knapsack(fwd, packed.at(0).training, mode.balance);
-  int fill_levels = 0, skipped_levels = 0, fill_repairs = 0;
+  int fill_levels = 0, skipped_levels = 0, fill_repairs = 0, fill_remembered = 0;
   {
     // The ladder and the bases come from the members before the chains order's keep-back paths
     // (which join the choice only): with those paths the family only grows, so no choice is
@@ -390,6 +390,8 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       }
     }
     const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
+    // (A fill at one level is often the fill at the next, or another job's repair: not built again.)
+    FillMemo fill_memo;
     std::vector<std::optional<FillStart>> starts(start_keys.size());
     for (size_t l = levels.size(); l-- > 0;) {
       if (chosen && !mode.budget_fill_every_level && knapsack.at(levels[l]) > reps[*chosen].recompute_cost * (1 + 1e-9)) {
@@ -424,7 +426,8 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       std::vector<std::optional<Fill>> filled(keeps.size());
       parallel_each(fill_now.size(), [&](size_t i) {
         const size_t k = fill_now[i];
-        filled[k] = fill_to(ctx, *starts[jobs[l][k / 2].start], std::move(keeps[k]), jobs[l][k / 2].level);
+        filled[k] = fill_to(ctx, *starts[jobs[l][k / 2].start], std::move(keeps[k]), jobs[l][k / 2].level,
+                            mode.budget_remember_fills ? &fill_memo : nullptr);
       });
       for (const std::optional<Fill>& f : filled) fill_repairs += f && f->repaired;
       bool added = false;
@@ -442,6 +445,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       }
       if (added) chosen = choose();
     }
+    fill_remembered = fill_memo.hits();
   }
   // The least total: members by live bytes, packed until the next one's live bytes reach the
   // least arena found (its arena cannot be smaller).
@@ -589,6 +593,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   best.budget_bytes = limit;
   best.least_feasible = least;
   best.fill_levels = fill_levels, best.fill_levels_skipped = skipped_levels, best.fill_repairs = fill_repairs;
+  best.fill_remembered = fill_remembered;
   best.solver_status = !overrides.empty() ? "no programme (per-node mirror overrides): knapsack bound"
                        : !programme ? std::string("no programme (it models the default schedule order): knapsack bound")
                        : mode.budget_solver == MemoryMode::Solver::fast   ? "fast (the family), bound: programme " + eb.status

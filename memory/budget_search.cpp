@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -36,17 +35,18 @@ double cost_of(const MirrorResult& r) { return r.planned.report.recompute_cost; 
 // throughout one search), so a fill met again is compared without being built. Shared by the
 // threads of a batch; the decisions are the same as planning it again, so the search takes the
 // same moves.
-class FillMemo {
+// (The fills' own evaluations inside fill_to have a FillMemo of their own: memory/budget_fill.h.)
+class ProbeMemo {
  public:
   struct Outcome {
     bool fits;
     double cost;
   };
-  explicit FillMemo(bool on) : on_(on) {}
+  explicit ProbeMemo(bool on) : on_(on) {}
   std::optional<Outcome> find(const MirrorPlan& m) {
     if (!on_) return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
-    const auto it = seen_.find(key(m));
+    const auto it = seen_.find(plan_key(m));
     if (it == seen_.end()) return std::nullopt;
     ++hits_;
     return it->second;
@@ -54,7 +54,7 @@ class FillMemo {
   void add(const MirrorPlan& m, Outcome o) {
     if (!on_) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (seen_.size() < kMaxPlans) seen_.emplace(key(m), o);
+    if (seen_.size() < kMaxPlans) seen_.emplace(plan_key(m), o);
   }
   int hits() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,17 +62,9 @@ class FillMemo {
   }
 
  private:
-  // (At most this many plans, a byte per node each when every count is below 256, else the ints:
-  // at most 41 MB on the 5005-node ResNet, whose search builds about 380 plans in 30 s.)
+  // (At most this many plans: at most 41 MB of keys on the 5005-node ResNet, whose search builds
+  // about 380 plans in 30 s.)
   static constexpr size_t kMaxPlans = 1 << 13;
-  static std::string key(const MirrorPlan& m) {
-    const bool small = std::all_of(m.begin(), m.end(), [](int c) { return c >= 0 && c < 256; });
-    // (The first byte says which.)
-    std::string k(1 + (small ? m.size() : m.size() * sizeof(int)), small ? 'b' : 'i');
-    if (small) std::transform(m.begin(), m.end(), k.begin() + 1, [](int c) { return static_cast<char>(c); });
-    else std::memcpy(k.data() + 1, m.data(), k.size() - 1);
-    return k;
-  }
   const bool on_;
   std::mutex mu_;
   std::unordered_map<std::string, Outcome> seen_;
@@ -81,8 +73,8 @@ class FillMemo {
 
 // `x` kept back in `cur`, let go around the exact peak until it fits, filled: the result when it
 // fits and costs less than `cur`.
-std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, FillMemo& memo,
-                                     int* evaluations) {
+std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, ProbeMemo& memo,
+                                     FillMemo* fills, int* evaluations) {
   const Graph& fwd = ctx.fwd;
   const double bar = cost_of(cur);
   MirrorPlan t = cur.mirror;
@@ -107,13 +99,13 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
       std::optional<MirrorPlan> won;         // the fill that costs least, when one costs less than r
       std::optional<MirrorResult> won_plan;  // ... planned here (not when the memo judged it)
       for (int order = 0; order < 2; ++order) {
-        std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit);
+        std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit, fills);
         if (!f || f->report.recompute_cost >= least) continue;
-        std::optional<FillMemo::Outcome> known = memo.find(f->plan);
+        std::optional<ProbeMemo::Outcome> known = memo.find(f->plan);
         std::optional<MirrorResult> filled;
         if (!known) {
           filled = plan_to_fit(f->plan);
-          known = FillMemo::Outcome{fits(*filled), cost_of(*filled)};
+          known = ProbeMemo::Outcome{fits(*filled), cost_of(*filled)};
           memo.add(f->plan, *known);
         }
         if (known->fits && known->cost < least) least = known->cost, won = std::move(f->plan), won_plan = std::move(filled);
@@ -163,7 +155,8 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
   BudgetSearch out;
   MirrorResult cur = start;
   const size_t threads = static_cast<size_t>(o.batch > 0 ? o.batch : std::max(1, omp_get_max_threads()));
-  FillMemo memo(o.remember);
+  ProbeMemo memo(o.remember);
+  FillMemo fills;
   double next_line = 1;
   auto report = [&] {
     if (!o.progress || elapsed() < next_line) return;
@@ -192,7 +185,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
       if (batch.empty()) break;
       std::vector<std::optional<MirrorResult>> moved(batch.size());
       std::vector<int> evaluations(batch.size(), 0);
-      parallel_each(batch.size(), [&](size_t k) { moved[k] = try_move(ctx, cur, order[batch[k]].second, o, memo, &evaluations[k]); });
+      parallel_each(batch.size(), [&](size_t k) { moved[k] = try_move(ctx, cur, order[batch[k]].second, o, memo, o.remember ? &fills : nullptr, &evaluations[k]); });
       for (int e : evaluations) out.evaluations += e;
       i = batch.back() + 1;
       for (size_t k = 0; k < batch.size(); ++k) {
@@ -214,7 +207,8 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
     out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
     MNEMO_ASSERT(out.plan->planned.report.total_bytes <= o.limit) << "budget search: the plan taken does not fit when planned in full";
   }
-  out.remembered = memo.hits();
+  out.probes_remembered = memo.hits();
+  out.remembered = out.probes_remembered + fills.hits();
   out.seconds = elapsed();
   return out;
 }

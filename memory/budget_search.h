@@ -24,7 +24,10 @@ namespace mnemo {
 struct BudgetSearch {
   std::optional<MirrorResult> plan;  // a plan that fits and costs less than the start (none: no move found)
   int moves = 0, taken = 0, evaluations = 0;
-  int remembered = 0;                 // fills not planned again: the memo knew them (budget_search.cpp)
+  // Plans met again and not built (budget_search.cpp): the moves' fills judged by what the search
+  // learnt of them (probes_remembered; each spares one of `evaluations`), and the fills' own light
+  // evaluations (FillMemo, memory/budget_fill.h); `remembered` counts both.
+  int remembered = 0, probes_remembered = 0;
   bool local_optimum = false;         // a whole pass took no move (else: the time limit)
   double seconds = 0;
 };

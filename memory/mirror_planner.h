@@ -71,6 +71,9 @@ struct MemoryMode {
   // budget: keep back in the first order only (no keep-back paths or fills in the chains order,
   // docs/MEMORY.md "Two keep-back orders"; a smaller family, for tests)
   bool budget_first_order_only = false;
+  // budget: the fills remember the plans they evaluated (FillMemo, memory/budget_fill.h; false:
+  // each is built again: the same choice, for tests)
+  bool budget_remember_fills = true;
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
   ScheduleOrder order = ScheduleOrder::default_order;
   double order_seconds = 10;
@@ -131,6 +134,7 @@ struct MirrorResult {
   int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
   int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
   int fill_repairs = 0;            // budget: fills whose first exact plan overshot, brought within their level by a repair
+  int fill_remembered = 0;         // budget: plans the fills met again and did not build (FillMemo, memory/budget_fill.h)
   double lower_bound_cost = -1;    // budget: no plan whose total fits has a smaller recompute cost (see MEMORY.md)
   double proven_bound_cost = -1;   // budget: the same before it is capped at the plan chosen (tests check it)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)

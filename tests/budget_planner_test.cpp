@@ -588,6 +588,51 @@ TEST(MirrorPlanner, BudgetLevelsLeftUnfilledDoNotChangeTheChoice) {
   EXPECT_GT(skipped, 0) << "no budget left a level unfilled: the test shows nothing";
 }
 
+// Two small nets whose fills repair and meet plans again: the per-step-loss LSTM and a plain
+// ResNet-20.
+const std::vector<std::string> kFillNets = {
+    "model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: true, head: ops}\n"
+    "data: {source: synthetic-seq, shape: [16, 20], classes: 500, batch: 32}\n",
+    "model: {type: resnet, style: cifar, depth: 20, width: 16, layout: plain}\n"
+    "data: {source: synthetic, shape: [3, 32, 32], classes: 10, batch: 32}\n"};
+
+// The fills remember the plans they evaluated (FillMemo, memory/budget_fill.h): a plan met again
+// is not built, and the family, its members' live bytes and recompute, and the choice are those
+// of building every plan again. The memo must have been used (without the change this fails to
+// compile; with a memo that forgot the peak, the repairs would differ).
+TEST(MirrorPlanner, BudgetFillsRememberPlansAndChooseTheSame) {
+  int met = 0;
+  for (const std::string& yaml : kFillNets) {
+    const Config c = parse_config(yaml + "train: {steps: 1}\n", "net.yaml");
+    const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
+    const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
+    for (const char* budget : {"budget=0.7x", "budget=0.5x", "budget=0.4x"}) {
+      MemoryMode with = parse_memory_mode(budget);
+      with.placement_seconds = 0;
+      with.budget_fill_every_level = true;
+      MemoryMode without = with;
+      without.budget_remember_fills = false;
+      const MirrorResult a = plan_mirror(p.model.builder.graph(), p.model.loss, with, {}, &sgd);
+      const MirrorResult b = plan_mirror(p.model.builder.graph(), p.model.loss, without, {}, &sgd);
+      const std::string what = c.model_type + " " + budget;
+      EXPECT_EQ(a.mirror, b.mirror) << what;
+      EXPECT_EQ(a.planned.report.total_bytes, b.planned.report.total_bytes) << what;
+      ASSERT_EQ(a.search.size(), b.search.size()) << what;
+      for (size_t i = 0; i < a.search.size(); ++i) {
+        EXPECT_EQ(a.search[i].origin, b.search[i].origin) << what << " member " << i;
+        EXPECT_EQ(a.search[i].max_live_bytes, b.search[i].max_live_bytes) << what << " member " << i;
+        EXPECT_EQ(a.search[i].recompute_cost, b.search[i].recompute_cost) << what << " member " << i;
+      }
+      EXPECT_EQ(a.fill_repairs, b.fill_repairs) << what;
+      EXPECT_EQ(b.fill_remembered, 0) << what;
+      met += a.fill_remembered;
+      std::printf("%s: %zu members, %d fills repaired, %d plans met again and not built\n", what.c_str(), a.search.size(),
+                  a.fill_repairs, a.fill_remembered);
+    }
+  }
+  EXPECT_GT(met, 0) << "no fill met a plan again: the memo was not exercised";
+}
+
 // The second keep-back order only adds members (docs/MEMORY.md "Two keep-back orders"): with every
 // level filled, each member of the first order's family (its live bytes and recompute) is in the
 // family with both orders, so the choice with both recomputes no more; and on the per-step-loss
@@ -596,10 +641,7 @@ TEST(MirrorPlanner, BudgetLevelsLeftUnfilledDoNotChangeTheChoice) {
 // fails then.)
 TEST(MirrorPlanner, BudgetSecondKeepBackOrderOnlyAddsMembers) {
   int lower = 0;
-  for (const std::string& yaml : {std::string("model: {type: lstm, layers: 2, hidden: 64, steps: 16, per_step: true, head: ops}\n"
-                                             "data: {source: synthetic-seq, shape: [16, 20], classes: 500, batch: 32}\n"),
-                                 std::string("model: {type: resnet, style: cifar, depth: 20, width: 16, layout: plain}\n"
-                                             "data: {source: synthetic, shape: [3, 32, 32], classes: 10, batch: 32}\n")}) {
+  for (const std::string& yaml : kFillNets) {
     const Config c = parse_config(yaml + "train: {steps: 1}\n", "net.yaml");
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
     const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
@@ -705,9 +747,10 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
       EXPECT_EQ(three.plan->mirror, s.mirror) << what;
       EXPECT_EQ(one.moves, s.search_moves) << what;
       EXPECT_EQ(three.moves, s.search_moves) << what;
-      // Fills met again judged by what the search learnt of them: the same moves and plan as
-      // planning each again, and each fill remembered spares one plan (a remembered fill that
-      // wins its move is planned once then: at most one plan more per move taken).
+      // Plans met again judged by what the search learnt of them: the same moves and plan as
+      // planning each again, and each of the moves' fills remembered spares one plan (a
+      // remembered fill that wins its move is planned once then: at most one plan more per move
+      // taken).
       so.batch = 1, so.remember = false;
       const BudgetSearch forgetful = search_budget(ctx, fast, so);
       ASSERT_TRUE(forgetful.plan) << what;
@@ -715,11 +758,12 @@ TEST(MirrorPlanner, BudgetSearchImprovesOnTheFamilyAndComputesWhatNoneComputes) 
       EXPECT_EQ(forgetful.moves, one.moves) << what;
       EXPECT_EQ(forgetful.taken, one.taken) << what;
       EXPECT_EQ(forgetful.remembered, 0) << what;
-      EXPECT_GE(forgetful.evaluations + one.taken, one.evaluations + one.remembered) << what;
-      EXPECT_LE(forgetful.evaluations, one.evaluations + one.remembered) << what;
-      remembered += one.remembered;
-      std::printf("%s: %d plans evaluated, %d fills remembered; %d evaluated without the memo\n", what.c_str(), one.evaluations,
-                  one.remembered, forgetful.evaluations);
+      EXPECT_GE(one.remembered, one.probes_remembered) << what;
+      EXPECT_GE(forgetful.evaluations + one.taken, one.evaluations + one.probes_remembered) << what;
+      EXPECT_LE(forgetful.evaluations, one.evaluations + one.probes_remembered) << what;
+      remembered += one.probes_remembered;
+      std::printf("%s: %d plans evaluated, %d of the moves' fills and %d of the fills' own plans remembered; %d evaluated without\n",
+                  what.c_str(), one.evaluations, one.probes_remembered, one.remembered - one.probes_remembered, forgetful.evaluations);
       // Its moves' probes (`enough` set) are built without the name index (planned again in full
       // when taken); the plan it returns, and a plan pruned but not a probe, have it.
       EXPECT_TRUE(one.plan->training.graph.names_indexed()) << what;

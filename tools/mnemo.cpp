@@ -174,6 +174,7 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       j["fill_levels"] = mr.fill_levels;
       j["fill_levels_skipped"] = mr.fill_levels_skipped;
       j["fill_repairs"] = mr.fill_repairs;
+      j["fill_remembered"] = mr.fill_remembered;
       j["lower_bound_cost"] = mr.lower_bound_cost;
       j["lower_bound_over"] = mr.bound_over_01 ? "0/1 mirror plans" : "every mirror plan";
       j["solver"] = {{"status", mr.solver_status}, {"solves", mr.solver_solves}, {"gaps", mr.solver_gaps},
@@ -253,14 +254,14 @@ int run_plan(const std::string& path, const std::string& modes, bool json, const
       std::printf("    solver: %s (%d solves, %d gaps modelled, %d plans cut off, %.2f s)\n", mr.solver_status.c_str(), mr.solver_solves,
                   mr.solver_gaps, mr.solver_cuts, mr.solver_seconds);
       if (mr.search_moves >= 0)
-        std::printf("    local search: from the family's choice (%.3g G), %d moves tried, %d taken, %d plans evaluated (%d fills "
-                    "remembered), %.2f s: %s\n",
+        std::printf("    local search: from the family's choice (%.3g G), %d moves tried, %d taken, %d plans evaluated (%d met "
+                    "again, not built), %.2f s: %s\n",
                     mr.search_from_cost / 1e9, mr.search_moves, mr.search_taken, mr.search_evaluations, mr.search_remembered,
                     mr.local_search_seconds,
                     mr.search_local_optimum ? "a local optimum (no move improves it)" : "stopped at its time limit");
       std::printf("    fills: %d live-bytes levels filled from the top; %d below them not filled (their knapsack bound exceeds the "
-                  "recompute cost chosen); %d fills repaired at their peak\n",
-                  mr.fill_levels, mr.fill_levels_skipped, mr.fill_repairs);
+                  "recompute cost chosen); %d fills repaired at their peak; %d plans met again, not built\n",
+                  mr.fill_levels, mr.fill_levels_skipped, mr.fill_repairs, mr.fill_remembered);
       for (const mnemo::SearchStep& s : mr.search) {
         const std::string param = s.origin == "sublinear" || s.origin.rfind("fill", 0) == 0 || s.origin.rfind("paper", 0) == 0 || s.origin.rfind("refined", 0) == 0
                                       ? mnemo::format_bytes(static_cast<int64_t>(s.budget))
