@@ -162,6 +162,7 @@ std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap) {
   }
   return keeps;
 }
+
 std::string plan_key(const MirrorPlan& m) {
   const bool small = std::all_of(m.begin(), m.end(), [](int c) { return c >= 0 && c < 256; });
   std::string k(1 + (small ? m.size() : m.size() * sizeof(int)), small ? 'b' : 'i');  // (the first byte says which)
