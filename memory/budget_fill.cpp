@@ -193,6 +193,26 @@ int FillMemo::hits() {
   return hits_;
 }
 
+std::shared_ptr<BudgetMemo> make_budget_memo() { return std::make_shared<BudgetMemo>(); }
+
+std::optional<MemoryReport> BudgetMemo::report(const MirrorPlan& m) {
+  const std::string k = plan_key(m);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = reports_.find(k);
+  if (it == reports_.end()) return std::nullopt;
+  ++hits_;
+  return it->second;
+}
+void BudgetMemo::add(const MirrorPlan& m, const MemoryReport& r) {
+  std::string k = plan_key(m);
+  std::lock_guard<std::mutex> lock(mu_);
+  reports_.emplace(std::move(k), r);  // (the family's members: a few hundred per graph)
+}
+int BudgetMemo::hits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
 namespace {
 
 // What a fill reads of plan `m` (its light report, the bytes of each forward node live at its

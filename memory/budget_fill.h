@@ -97,6 +97,20 @@ class FillMemo {
 };
 // A plan as a key (a byte per node when every count is below 256, else its ints).
 std::string plan_key(const MirrorPlan& m);
+
+// MemoryMode::budget_memo: the family's light reports (its members' and keep-back paths') and its
+// fills' plans, for every SIZE of one graph and mode.
+struct BudgetMemo {
+  FillMemo fills;
+  std::optional<MemoryReport> report(const MirrorPlan& m);
+  void add(const MirrorPlan& m, const MemoryReport& r);
+  int hits();
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, MemoryReport> reports_;
+  int hits_ = 0;
+};
 // The keeps of a fill of `start` up to `cap` in candidate order `order` (0 or 1): the estimate,
 // cheap. Equal keeps give equal fills.
 std::vector<int> fill_keeps(const FillStart& start, int order, int64_t cap);

@@ -182,6 +182,11 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // function of the fixed family (monotone), at a fraction of the cost.
   // Packed members (member -> its full result).
   std::map<size_t, MirrorResult> packed;
+  // The light reports and fills of this graph and mode, shared with the other SIZEs planned
+  // with it (MemoryMode::budget_memo) or this plan's own.
+  const std::shared_ptr<BudgetMemo> memo = mode.budget_memo ? mode.budget_memo : std::make_shared<BudgetMemo>();
+  const bool remember = mode.budget_remember_fills;
+  const int met_before = memo->hits() + memo->fills.hits();
   // Light results of `ps`, and with them (on the same threads, first: they take longest) the
   // full results of members `full` of the family.
   Progress progress(mode.name);
@@ -195,8 +200,17 @@ MirrorResult plan_budget(const PlanContext& ctx) {
     std::atomic<size_t> done{0};
     const size_t total = full.size() + todo.size();
     parallel_each(total, [&](size_t k) {
-      if (k < full.size()) rs[k] = evaluate(plans[full[k]]);
-      else out[todo[k - full.size()]] = evaluate(ps[todo[k - full.size()]], 0).planned.report;
+      if (k < full.size()) {
+        rs[k] = evaluate(plans[full[k]]);
+      } else {
+        const MirrorPlan& m = ps[todo[k - full.size()]];
+        std::optional<MemoryReport> known = remember ? memo->report(m) : std::nullopt;
+        if (!known) {
+          known = evaluate(m, 0).planned.report;
+          if (remember) memo->add(m, *known);
+        }
+        out[todo[k - full.size()]] = std::move(*known);
+      }
       const size_t n = ++done;
       progress([&] { return std::to_string(n) + " of " + std::to_string(total) + " " + what + " scored"; });
     });
@@ -390,8 +404,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       }
     }
     const MirrorPlan cheap_nodes = drop_bn_relu_plan(fwd);
-    // (A fill at one level is often the fill at the next, or another job's repair: not built again.)
-    FillMemo fill_memo;
+
     std::vector<std::optional<FillStart>> starts(start_keys.size());
     for (size_t l = levels.size(); l-- > 0;) {
       if (chosen && !mode.budget_fill_every_level && knapsack.at(levels[l]) > reps[*chosen].recompute_cost * (1 + 1e-9)) {
@@ -427,7 +440,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       parallel_each(fill_now.size(), [&](size_t i) {
         const size_t k = fill_now[i];
         filled[k] = fill_to(ctx, *starts[jobs[l][k / 2].start], std::move(keeps[k]), jobs[l][k / 2].level,
-                            mode.budget_remember_fills ? &fill_memo : nullptr);
+                            remember ? &memo->fills : nullptr);
       });
       for (const std::optional<Fill>& f : filled) fill_repairs += f && f->repaired;
       bool added = false;
@@ -445,8 +458,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
       }
       if (added) chosen = choose();
     }
-    fill_remembered = fill_memo.hits();
   }
+  // (A fill at one level is often the fill at the next, or another job's repair: not built again;
+  // with a memo shared across SIZEs, also the members another SIZE built.)
+  fill_remembered = memo->hits() + memo->fills.hits() - met_before;
   // The least total: members by live bytes, packed until the next one's live bytes reach the
   // least arena found (its arena cannot be smaller).
   std::vector<size_t> by_live(plans.size());

@@ -25,6 +25,7 @@
 // (config `mirror: k`) are applied on top of every candidate plan.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ namespace mnemo {
 enum class MirrorStrategy { none, drop_bn_relu, sublinear, recursive, optimal, budget };
 
 // A memory mode (docs/MEMORY.md): allocation + mirror strategy.
+// What budget=SIZE's planning learnt that holds for every SIZE of one graph and mode (the
+// family's light reports, the fills' plans; memory/budget_planner.cpp): a caller planning several
+// SIZEs of the same graph and mode (`mnemo curve --vary budget`) passes one through
+// MemoryMode::budget_memo so they are not built again. Defined in memory/budget_fill.h.
+struct BudgetMemo;
+std::shared_ptr<BudgetMemo> make_budget_memo();
+
 struct MemoryMode {
   std::string name;
   AllocMode alloc = AllocMode::share;
@@ -71,9 +79,12 @@ struct MemoryMode {
   // budget: keep back in the first order only (no keep-back paths or fills in the chains order,
   // docs/MEMORY.md "Two keep-back orders"; a smaller family, for tests)
   bool budget_first_order_only = false;
-  // budget: the fills remember the plans they evaluated (FillMemo, memory/budget_fill.h; false:
-  // each is built again: the same choice, for tests)
+  // budget: the family remembers the plans it evaluated light (its members' reports and its fills'
+  // plans: BudgetMemo, memory/budget_fill.h; false: each is built again: the same choice, for tests)
   bool budget_remember_fills = true;
+  // budget: shared with the other SIZEs planned for the same graph, device and mode (only SIZE
+  // differs); null: this plan's own
+  std::shared_ptr<BudgetMemo> budget_memo;
   // The schedule order of every plan (memory/order.h), and optimal's time limit per plan.
   ScheduleOrder order = ScheduleOrder::default_order;
   double order_seconds = 10;
@@ -134,7 +145,7 @@ struct MirrorResult {
   int fill_levels = 0;             // budget: live-bytes levels filled, and those below them left
   int fill_levels_skipped = 0;     //   out because no plan within them could beat the choice
   int fill_repairs = 0;            // budget: fills whose first exact plan overshot, brought within their level by a repair
-  int fill_remembered = 0;         // budget: plans the fills met again and did not build (FillMemo, memory/budget_fill.h)
+  int fill_remembered = 0;         // budget: plans the family met again and did not build (BudgetMemo, memory/budget_fill.h)
   double lower_bound_cost = -1;    // budget: no plan whose total fits has a smaller recompute cost (see MEMORY.md)
   double proven_bound_cost = -1;   // budget: the same before it is capped at the plan chosen (tests check it)
   bool bound_over_01 = false;      // budget: ... no 0/1 plan (the programme's bound); else no plan at all (knapsack)

@@ -596,38 +596,48 @@ const std::vector<std::string> kFillNets = {
     "model: {type: resnet, style: cifar, depth: 20, width: 16, layout: plain}\n"
     "data: {source: synthetic, shape: [3, 32, 32], classes: 10, batch: 32}\n"};
 
-// The fills remember the plans they evaluated (FillMemo, memory/budget_fill.h): a plan met again
-// is not built, and the family, its members' live bytes and recompute, and the choice are those
-// of building every plan again. The memo must have been used (without the change this fails to
-// compile; with a memo that forgot the peak, the repairs would differ).
+// The family remembers the plans it evaluated light (BudgetMemo, memory/budget_fill.h): a plan met
+// again is not built, and the family, its members' live bytes and recompute, and the choice are
+// those of building every plan again, also with one memo shared by three SIZEs (as `mnemo curve
+// --vary budget` shares it), where the later SIZEs build fewer plans. The memo must have been
+// used (without the change this fails to compile; with a memo that forgot the peak, the repairs
+// would differ).
 TEST(MirrorPlanner, BudgetFillsRememberPlansAndChooseTheSame) {
   int met = 0;
   for (const std::string& yaml : kFillNets) {
     const Config c = parse_config(yaml + "train: {steps: 1}\n", "net.yaml");
     const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
     const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay};
+    const std::shared_ptr<BudgetMemo> across = make_budget_memo();  // shared by the three SIZEs, as `mnemo curve` does
     for (const char* budget : {"budget=0.7x", "budget=0.5x", "budget=0.4x"}) {
       MemoryMode with = parse_memory_mode(budget);
       with.placement_seconds = 0;
       with.budget_fill_every_level = true;
-      MemoryMode without = with;
+      MemoryMode without = with, shared = with;
       without.budget_remember_fills = false;
-      const MirrorResult a = plan_mirror(p.model.builder.graph(), p.model.loss, with, {}, &sgd);
+      shared.budget_memo = across;
       const MirrorResult b = plan_mirror(p.model.builder.graph(), p.model.loss, without, {}, &sgd);
       const std::string what = c.model_type + " " + budget;
-      EXPECT_EQ(a.mirror, b.mirror) << what;
-      EXPECT_EQ(a.planned.report.total_bytes, b.planned.report.total_bytes) << what;
-      ASSERT_EQ(a.search.size(), b.search.size()) << what;
-      for (size_t i = 0; i < a.search.size(); ++i) {
-        EXPECT_EQ(a.search[i].origin, b.search[i].origin) << what << " member " << i;
-        EXPECT_EQ(a.search[i].max_live_bytes, b.search[i].max_live_bytes) << what << " member " << i;
-        EXPECT_EQ(a.search[i].recompute_cost, b.search[i].recompute_cost) << what << " member " << i;
-      }
-      EXPECT_EQ(a.fill_repairs, b.fill_repairs) << what;
       EXPECT_EQ(b.fill_remembered, 0) << what;
-      met += a.fill_remembered;
-      std::printf("%s: %zu members, %d fills repaired, %d plans met again and not built\n", what.c_str(), a.search.size(),
-                  a.fill_repairs, a.fill_remembered);
+      int own = 0;
+      for (const MemoryMode& m : {with, shared}) {
+        const MirrorResult a = plan_mirror(p.model.builder.graph(), p.model.loss, m, {}, &sgd);
+        const std::string how = what + (m.budget_memo ? " (memo across SIZEs)" : "");
+        EXPECT_EQ(a.mirror, b.mirror) << how;
+        EXPECT_EQ(a.planned.report.total_bytes, b.planned.report.total_bytes) << how;
+        ASSERT_EQ(a.search.size(), b.search.size()) << how;
+        for (size_t i = 0; i < a.search.size(); ++i) {
+          EXPECT_EQ(a.search[i].origin, b.search[i].origin) << how << " member " << i;
+          EXPECT_EQ(a.search[i].max_live_bytes, b.search[i].max_live_bytes) << how << " member " << i;
+          EXPECT_EQ(a.search[i].recompute_cost, b.search[i].recompute_cost) << how << " member " << i;
+        }
+        EXPECT_EQ(a.fill_repairs, b.fill_repairs) << how;
+        if (!m.budget_memo) own = a.fill_remembered, met += own;
+        // (After the first SIZE, the shared memo knows the members: more plans not built.)
+        if (m.budget_memo && budget != std::string("budget=0.7x")) EXPECT_GT(a.fill_remembered, own) << how;
+        std::printf("%s: %zu members, %d fills repaired, %d plans met again and not built\n", how.c_str(), a.search.size(),
+                    a.fill_repairs, a.fill_remembered);
+      }
     }
   }
   EXPECT_GT(met, 0) << "no fill met a plan again: the memo was not exercised";

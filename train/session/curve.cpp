@@ -134,7 +134,9 @@ int run_budget_curve(const CurveOptions& opt) {
   use_config_threads(c);
   const std::unique_ptr<Device> device = open_device(opt.device);
   const Pipeline p = build_pipeline(c, static_data_shape(c), c.data.batch);
-  const MirrorResult top = plan_pipeline(c, p, "budget=1x", device.get());
+  // The family's light reports and fills hold for every SIZE: planned once for all of them.
+  const std::shared_ptr<BudgetMemo> memo = make_budget_memo();
+  const MirrorResult top = plan_pipeline(c, p, "budget=1x", device.get(), true, memo);
   const int64_t share = plan_pipeline(c, p, "share", device.get()).planned.report.total_bytes;
   const int64_t least = top.least_feasible;
   std::vector<int64_t> budgets;
@@ -158,7 +160,7 @@ int run_budget_curve(const CurveOptions& opt) {
                   format_bytes(least).c_str());
       continue;
     }
-    const MirrorResult mr = plan_pipeline(c, p, "budget=" + std::to_string(b), device.get());
+    const MirrorResult mr = plan_pipeline(c, p, "budget=" + std::to_string(b), device.get(), true, memo);
     const MemoryReport& r = mr.planned.report;
     csv_row(csv, opt, b, p.model.layers, "budget", r);
     line << r.total_bytes / 1073741824.0 << ' ' << 100 * recompute_cost_overhead(r) << ' ' << b / 1073741824.0 << '\n';

@@ -30,9 +30,10 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, i
 }
 
 MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device,
-                           bool with_update) {
+                           bool with_update, std::shared_ptr<BudgetMemo> budget_memo) {
   const SgdSpec sgd{c.optimizer.momentum, c.optimizer.weight_decay, p.ranks, c.parallel.bucket_bytes, p.reduce_one_rank};
   MemoryMode m = parse_memory_mode(mode);
+  m.budget_memo = std::move(budget_memo);
   m.order = parse_schedule_order(c.order);
   m.placement_seconds = c.placement_seconds;
   try {

@@ -4,6 +4,7 @@
 //   memory plan (memory/) -> executor (core/).
 // Each function requires the product of the one before and returns plain data.
 #pragma once
+#include <memory>
 #include "memory/mirror_planner.h"
 #include "train/config/config.h"
 
@@ -29,7 +30,8 @@ Pipeline build_pipeline(const Config& c, const DataShape& data, int64_t batch, i
 // Mirror plan + training graph + memory plan for memory mode `mode` (e.g. "share", "sublinear").
 // `with_update`: the config's SGD update inside the step (training); false: the gradients are the
 // step's outputs (`mnemo grad`). `device`: the backend that will run it (null: the CPU).
+// `budget_memo`: shared by plans of budget=SIZE that differ in SIZE only (MemoryMode::budget_memo).
 MirrorResult plan_pipeline(const Config& c, const Pipeline& p, const std::string& mode, const Device* device = nullptr,
-                           bool with_update = true);
+                           bool with_update = true, std::shared_ptr<BudgetMemo> budget_memo = nullptr);
 
 }  // namespace mnemo
