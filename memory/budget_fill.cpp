@@ -171,58 +171,23 @@ std::string plan_key(const MirrorPlan& m) {
   return k;
 }
 
-int64_t FillMemo::Learnt::bytes_at_peak(int v) const {
+int64_t FillLearnt::bytes_at_peak(int v) const {
   const auto it = std::lower_bound(peak_bytes.begin(), peak_bytes.end(), std::make_pair(v, int64_t{0}));
   return it != peak_bytes.end() && it->first == v ? it->second : 0;
 }
-std::optional<FillMemo::Learnt> FillMemo::find(const MirrorPlan& m) {
-  const std::string k = plan_key(m);
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = seen_.find(k);
-  if (it == seen_.end()) return std::nullopt;
-  ++hits_;
-  return it->second;
-}
-void FillMemo::add(const MirrorPlan& m, const Learnt& l) {
-  std::string k = plan_key(m);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (seen_.size() < kMaxPlans) seen_.emplace(std::move(k), l);
-}
-int FillMemo::hits() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return hits_;
-}
 
 std::shared_ptr<BudgetMemo> make_budget_memo() { return std::make_shared<BudgetMemo>(); }
-
-std::optional<MemoryReport> BudgetMemo::report(const MirrorPlan& m) {
-  const std::string k = plan_key(m);
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = reports_.find(k);
-  if (it == reports_.end()) return std::nullopt;
-  ++hits_;
-  return it->second;
-}
-void BudgetMemo::add(const MirrorPlan& m, const MemoryReport& r) {
-  std::string k = plan_key(m);
-  std::lock_guard<std::mutex> lock(mu_);
-  reports_.emplace(std::move(k), r);  // (the family's members: a few hundred per graph)
-}
-int BudgetMemo::hits() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return hits_;
-}
 
 namespace {
 
 // What a fill reads of plan `m` (its light report, the bytes of each forward node live at its
 // exact peak): from `memo` when it met `m` before, else `m` evaluated (light) and learnt.
 // (Without a memo, the peak only when the plan is over `cap`: nothing else reads it.)
-FillMemo::Learnt learn(const PlanContext& ctx, const MirrorPlan& m, int64_t cap, FillMemo* memo) {
+FillLearnt learn(const PlanContext& ctx, const MirrorPlan& m, int64_t cap, FillMemo* memo) {
   if (memo)
-    if (std::optional<FillMemo::Learnt> l = memo->find(m)) return std::move(*l);
+    if (std::optional<FillLearnt> l = memo->find(m)) return std::move(*l);
   const MirrorResult r = ctx.evaluate(m, 0);
-  FillMemo::Learnt l{r.planned.report, {}};
+  FillLearnt l{r.planned.report, {}};
   if (memo || l.report.max_live_bytes > cap) {
     const ExactPeak peak = exact_peak(r);  // (forward nodes keep their ids in the training graph)
     for (int v = 0; v < static_cast<int>(ctx.fwd.size()); ++v)
@@ -244,7 +209,7 @@ std::optional<Fill> fill_to(const PlanContext& ctx, const FillStart& start, std:
   };
   for (int repair = 0;; ++repair) {
     MirrorPlan m = plan_of(keeps.size());
-    const FillMemo::Learnt r = learn(ctx, m, cap, memo);
+    const FillLearnt r = learn(ctx, m, cap, memo);
     if (r.report.max_live_bytes <= cap) return Fill{std::move(m), r.report, repair > 0};
     if (repair == kFillRepairs) break;
     // The keeps live at the exact peak, let go from the last kept (the least cost per byte) back

@@ -71,45 +71,60 @@ struct Fill {
   bool repaired = false;
 };
 
-// What the fills learnt of the plans they evaluated: each one's light report and the bytes of each
-// forward node live at its exact peak (what a repair lets go of). The fills of one family, and of
-// one search, often come to a plan met before (a fill at one level is the fill at the next, a
-// repair the same as another job's: on ResNet-56 at `sublinear`'s total 254 of the family's 598
-// plans built; docs/BENCHMARKS.md "The fills' plans remembered"); both are functions of the plan
-// alone (one context), so a fill meeting a plan again does not build it, and decides the same.
-// Thread-safe; at most kMaxPlans plans (then it learns no more).
-class FillMemo {
- public:
-  struct Learnt {
-    MemoryReport report;
-    std::vector<std::pair<int, int64_t>> peak_bytes;  // (forward node, bytes of its outputs live at the peak > 0), by node
-    int64_t bytes_at_peak(int v) const;
-  };
-  std::optional<Learnt> find(const MirrorPlan& m);
-  void add(const MirrorPlan& m, const Learnt& l);
-  int hits();
-
- private:
-  static constexpr size_t kMaxPlans = 1 << 12;
-  std::mutex mu_;
-  std::unordered_map<std::string, Learnt> seen_;
-  int hits_ = 0;
-};
 // A plan as a key (a byte per node when every count is below 256, else its ints).
 std::string plan_key(const MirrorPlan& m);
+
+// What was learnt of plans, by plan (plan_key), shared by threads, with a count of the lookups
+// that found one; at most `max_plans` plans (then it learns no more). The planners' memos: the
+// fills' (FillMemo), the family's reports (BudgetMemo) and the local search's probes
+// (memory/budget_search.cpp). What each keeps must be a function of the plan alone (one context).
+template <class V>
+class PlanMemo {
+ public:
+  explicit PlanMemo(size_t max_plans = size_t{1} << 13) : max_plans_(max_plans) {}
+  std::optional<V> find(const MirrorPlan& m) {
+    const std::string k = plan_key(m);
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = seen_.find(k);
+    if (it == seen_.end()) return std::nullopt;
+    ++hits_;
+    return it->second;
+  }
+  void add(const MirrorPlan& m, V v) {
+    std::string k = plan_key(m);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seen_.size() < max_plans_) seen_.emplace(std::move(k), std::move(v));
+  }
+  int hits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+
+ private:
+  const size_t max_plans_;
+  std::mutex mu_;
+  std::unordered_map<std::string, V> seen_;
+  int hits_ = 0;
+};
+
+// What the fills learnt of a plan they evaluated: its light report and the bytes of each forward
+// node live at its exact peak (what a repair lets go of). The fills of one family, and of one
+// search, often come to a plan met before (a fill at one level is the fill at the next, a repair
+// the same as another job's: on ResNet-56 at `sublinear`'s total 254 of the family's 598 plans
+// built; docs/BENCHMARKS.md "The fills' plans remembered"), so a fill meeting a plan again does
+// not build it, and decides the same.
+struct FillLearnt {
+  MemoryReport report;
+  std::vector<std::pair<int, int64_t>> peak_bytes;  // (forward node, bytes of its outputs live at the peak > 0), by node
+  int64_t bytes_at_peak(int v) const;
+};
+using FillMemo = PlanMemo<FillLearnt>;
 
 // MemoryMode::budget_memo: the family's light reports (its members' and keep-back paths') and its
 // fills' plans, for every SIZE of one graph and mode.
 struct BudgetMemo {
   FillMemo fills;
-  std::optional<MemoryReport> report(const MirrorPlan& m);
-  void add(const MirrorPlan& m, const MemoryReport& r);
-  int hits();
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, MemoryReport> reports_;
-  int hits_ = 0;
+  PlanMemo<MemoryReport> reports;
 };
 // The keeps of a fill of `start` up to `cap` in candidate order `order` (0 or 1): the estimate,
 // cheap. Equal keeps give equal fills.

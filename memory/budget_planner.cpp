@@ -186,7 +186,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   // with it (MemoryMode::budget_memo) or this plan's own.
   const std::shared_ptr<BudgetMemo> memo = mode.budget_memo ? mode.budget_memo : std::make_shared<BudgetMemo>();
   const bool remember = mode.budget_remember_fills;
-  const int met_before = memo->hits() + memo->fills.hits();
+  const int met_before = memo->reports.hits() + memo->fills.hits();
   // Light results of `ps`, and with them (on the same threads, first: they take longest) the
   // full results of members `full` of the family.
   Progress progress(mode.name);
@@ -204,10 +204,10 @@ MirrorResult plan_budget(const PlanContext& ctx) {
         rs[k] = evaluate(plans[full[k]]);
       } else {
         const MirrorPlan& m = ps[todo[k - full.size()]];
-        std::optional<MemoryReport> known = remember ? memo->report(m) : std::nullopt;
+        std::optional<MemoryReport> known = remember ? memo->reports.find(m) : std::nullopt;
         if (!known) {
           known = evaluate(m, 0).planned.report;
-          if (remember) memo->add(m, *known);
+          if (remember) memo->reports.add(m, *known);
         }
         out[todo[k - full.size()]] = std::move(*known);
       }
@@ -461,7 +461,7 @@ MirrorResult plan_budget(const PlanContext& ctx) {
   }
   // (A fill at one level is often the fill at the next, or another job's repair: not built again;
   // with a memo shared across SIZEs, also the members another SIZE built.)
-  fill_remembered = memo->hits() + memo->fills.hits() - met_before;
+  fill_remembered = memo->reports.hits() + memo->fills.hits() - met_before;
   // The least total: members by live bytes, packed until the next one's live bytes reach the
   // least arena found (its arena cannot be smaller).
   std::vector<size_t> by_live(plans.size());

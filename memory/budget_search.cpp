@@ -5,10 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
-#include <string>
 #include <tuple>
-#include <unordered_map>
 
 #include "core/error.h"
 #include "memory/budget_exact.h"
@@ -28,52 +25,22 @@ constexpr double kSearchSlack = 1.5;
 
 double cost_of(const MirrorResult& r) { return r.planned.report.recompute_cost; }
 
-// What the search has learnt of the plans it planned: whether each fits and what it costs. A
-// move's fill often comes to a plan planned before, mostly another move's fill (on Inception-v3
-// at 0.4x, 308 of the 2489 plans the search built; docs/BENCHMARKS.md "The search's fills
-// remembered"). Both are functions of the plan alone (the same context and limits
-// throughout one search), so a fill met again is compared without being built. Shared by the
-// threads of a batch; the decisions are the same as planning it again, so the search takes the
-// same moves.
-// (The fills' own evaluations inside fill_to have a FillMemo of their own: memory/budget_fill.h.)
-class ProbeMemo {
- public:
-  struct Outcome {
-    bool fits;
-    double cost;
-  };
-  explicit ProbeMemo(bool on) : on_(on) {}
-  std::optional<Outcome> find(const MirrorPlan& m) {
-    if (!on_) return std::nullopt;
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = seen_.find(plan_key(m));
-    if (it == seen_.end()) return std::nullopt;
-    ++hits_;
-    return it->second;
-  }
-  void add(const MirrorPlan& m, Outcome o) {
-    if (!on_) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (seen_.size() < kMaxPlans) seen_.emplace(plan_key(m), o);
-  }
-  int hits() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return hits_;
-  }
-
- private:
-  // (At most this many plans: at most 41 MB of keys on the 5005-node ResNet, whose search builds
-  // about 380 plans in 30 s.)
-  static constexpr size_t kMaxPlans = 1 << 13;
-  const bool on_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Outcome> seen_;
-  int hits_ = 0;
+// What the search has learnt of a plan it planned: whether it fits and what it costs. A move's
+// fill often comes to a plan planned before, mostly another move's fill (on Inception-v3 at 0.4x,
+// 308 of the 2489 plans the search built; docs/BENCHMARKS.md "The search's fills remembered").
+// Both are functions of the plan alone (the same context and limits throughout one search), so a
+// fill met again is compared without being built; the decisions are the same as planning it
+// again, so the search takes the same moves. (The fills' own evaluations inside fill_to have a
+// FillMemo of their own.)
+struct ProbeOutcome {
+  bool fits;
+  double cost;
 };
+using ProbeMemo = PlanMemo<ProbeOutcome>;
 
 // `x` kept back in `cur`, let go around the exact peak until it fits, filled: the result when it
 // fits and costs less than `cur`.
-std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, ProbeMemo& memo,
+std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult& cur, int x, const BudgetSearchOptions& o, ProbeMemo* memo,
                                      FillMemo* fills, int* evaluations) {
   const Graph& fwd = ctx.fwd;
   const double bar = cost_of(cur);
@@ -89,7 +56,7 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
   auto fits = [&](const MirrorResult& r) { return !r.planned.report.pruned && r.planned.report.total_bytes <= o.limit; };
   for (int repair = 0;; ++repair) {
     MirrorResult r = plan_to_fit(t);
-    memo.add(t, {fits(r), cost_of(r)});
+    if (memo) memo->add(t, {fits(r), cost_of(r)});
     if (cost_of(r) >= kSearchSlack * bar) return std::nullopt;
     if (fits(r)) {
       // What fits kept back, in both keep-back orders; the least cost that fits. A fill met before
@@ -101,12 +68,12 @@ std::optional<MirrorResult> try_move(const PlanContext& ctx, const MirrorResult&
       for (int order = 0; order < 2; ++order) {
         std::optional<Fill> f = fill_to(ctx, start, fill_keeps(start, order, o.arena_limit), o.arena_limit, fills);
         if (!f || f->report.recompute_cost >= least) continue;
-        std::optional<ProbeMemo::Outcome> known = memo.find(f->plan);
+        std::optional<ProbeOutcome> known = memo ? memo->find(f->plan) : std::nullopt;
         std::optional<MirrorResult> filled;
         if (!known) {
           filled = plan_to_fit(f->plan);
-          known = ProbeMemo::Outcome{fits(*filled), cost_of(*filled)};
-          memo.add(f->plan, *known);
+          known = ProbeOutcome{fits(*filled), cost_of(*filled)};
+          if (memo) memo->add(f->plan, *known);
         }
         if (known->fits && known->cost < least) least = known->cost, won = std::move(f->plan), won_plan = std::move(filled);
       }
@@ -155,8 +122,11 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
   BudgetSearch out;
   MirrorResult cur = start;
   const size_t threads = static_cast<size_t>(o.batch > 0 ? o.batch : std::max(1, omp_get_max_threads()));
-  ProbeMemo memo(o.remember);
+  // (At most 8192 plans each: 41 MB of keys on the 5005-node ResNet, whose search builds about
+  // 380 plans in 30 s.)
+  ProbeMemo probes;
   FillMemo fills;
+  ProbeMemo* const memo = o.remember ? &probes : nullptr;
   double next_line = 1;
   auto report = [&] {
     if (!o.progress || elapsed() < next_line) return;
@@ -177,7 +147,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
         whole = false;
         break;
       }
-      memo.add(cur.mirror, {true, cost_of(cur)});  // (a fill often comes back to it)
+      if (memo) memo->add(cur.mirror, {true, cost_of(cur)});  // (a fill often comes back to it)
       // A batch of moves from the current plan (nodes it still drops), one per thread.
       std::vector<size_t> batch;
       for (size_t j = i; j < order.size() && batch.size() < threads; ++j)
@@ -207,7 +177,7 @@ BudgetSearch search_budget(const PlanContext& ctx, const MirrorResult& start, co
     out.plan = ctx.evaluate(cur.mirror);  // (its moves' packings stopped once one fit)
     MNEMO_ASSERT(out.plan->planned.report.total_bytes <= o.limit) << "budget search: the plan taken does not fit when planned in full";
   }
-  out.probes_remembered = memo.hits();
+  out.probes_remembered = probes.hits();
   out.remembered = out.probes_remembered + fills.hits();
   out.seconds = elapsed();
   return out;
